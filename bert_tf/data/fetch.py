@@ -260,9 +260,12 @@ def _extract(archive: Path, member: Member, dest: Path) -> None:
                 with src, open(tmp, "wb") as out:
                     shutil.copyfileobj(src, out)
         else:
-            with zipfile.ZipFile(archive) as zf, zf.open(member.archive_path) as src:
-                with open(tmp, "wb") as out:
-                    shutil.copyfileobj(src, out)
+            with (
+                zipfile.ZipFile(archive) as zf,
+                zf.open(member.archive_path) as src,
+                open(tmp, "wb") as out,
+            ):
+                shutil.copyfileobj(src, out)
         if not _verified(tmp, member):
             raise FetchError(
                 f"{archive.name}:{member.archive_path} does not match the manifest "

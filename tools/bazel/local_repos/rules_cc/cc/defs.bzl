@@ -1,0 +1,13 @@
+"""Stand-in for @rules_cc//cc:defs.bzl: forwards to Bazel 4.2.3's native C++ rules.
+
+@bazel_tools BUILD files load these names; our project builds no C++ itself.
+"""
+
+cc_binary = native.cc_binary
+cc_import = native.cc_import
+cc_library = native.cc_library
+cc_proto_library = native.cc_proto_library
+cc_test = native.cc_test
+cc_toolchain = native.cc_toolchain
+cc_toolchain_suite = native.cc_toolchain_suite
+objc_library = native.objc_library

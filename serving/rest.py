@@ -1,0 +1,363 @@
+"""TF Serving's HTTP/REST API (`/v1/models/...`) on the standard library's threading HTTP server.
+
+- `GET  /v1/models/<name>[/versions/<v>|/labels/<l>]`           model status
+- `GET  /v1/models/<name>[/versions/<v>|/labels/<l>]/metadata`  signatures
+- `POST /v1/models/<name>[/versions/<v>|/labels/<l>]:predict`   `instances` (row) or `inputs`
+  (columnar) in, `predictions` / `outputs` out; binary strings as `{"b64": ...}`
+- `POST ...:classify` / `...:regress`                           `examples` (+ `context`) in
+- `GET  <prometheus path>` when monitoring is enabled
+Errors are `{"error": "..."}` with TF Serving's HTTP status for the gRPC code.
+
+Example:
+
+>>> server = RestServer(make_service(), "127.0.0.1", 8501, timeout_ms=30000)
+>>> server.start()
+"""
+
+import base64
+import json
+import re
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from google.protobuf import json_format
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    regression_pb2,
+)
+
+from serving.inference import InferenceService
+from serving.servable import ServingError
+
+# TF Serving's mapping of status codes to HTTP (util/net_http's ToHTTPStatusCode).
+_HTTP_STATUS = {
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.INVALID_ARGUMENT: HTTPStatus.BAD_REQUEST,
+    grpc.StatusCode.FAILED_PRECONDITION: HTTPStatus.BAD_REQUEST,
+    grpc.StatusCode.OUT_OF_RANGE: HTTPStatus.BAD_REQUEST,
+    grpc.StatusCode.DEADLINE_EXCEEDED: HTTPStatus.GATEWAY_TIMEOUT,
+    grpc.StatusCode.NOT_FOUND: HTTPStatus.NOT_FOUND,
+    grpc.StatusCode.ALREADY_EXISTS: HTTPStatus.CONFLICT,
+    grpc.StatusCode.ABORTED: HTTPStatus.CONFLICT,
+    grpc.StatusCode.PERMISSION_DENIED: HTTPStatus.FORBIDDEN,
+    grpc.StatusCode.UNAUTHENTICATED: HTTPStatus.UNAUTHORIZED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: HTTPStatus.TOO_MANY_REQUESTS,
+    grpc.StatusCode.UNIMPLEMENTED: HTTPStatus.NOT_IMPLEMENTED,
+    grpc.StatusCode.UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
+}
+
+_PATH = re.compile(
+    r"/v1/models/(?P<name>[^/:]+)"
+    r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
+    r"(?:/(?P<metadata>metadata)|:(?P<method>predict|classify|regress))?"
+)
+# Model names and labels are map keys, never paths; still, refuse anything path-like.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+
+
+def _invalid(message: str) -> ServingError:
+    return ServingError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def _is_b64(value) -> bool:
+    return isinstance(value, dict) and list(value) == ["b64"]
+
+
+def _to_bytes(value):
+    if isinstance(value, list):
+        return [_to_bytes(v) for v in value]
+    if _is_b64(value):
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except (ValueError, TypeError):
+            raise _invalid(f"Invalid base64 value: {value['b64']!r}") from None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise _invalid(f"Expected a string or {{'b64': ...}}, got {json.dumps(value)}")
+
+
+def json_to_array(name: str, value, dtype: tf.DType) -> np.ndarray:
+    """A JSON value as an array of the signature input's dtype (TF Serving parses by signature)."""
+    try:
+        if dtype == tf.string:
+            array = np.array(_to_bytes(value), dtype=object)
+            if not all(isinstance(x, bytes) for x in array.flat):
+                raise ValueError("ragged nested lists")
+            return array
+        return np.asarray(value, dtype=dtype.as_numpy_dtype)
+    except (ValueError, TypeError) as e:
+        raise _invalid(
+            f"Input {name!r}: cannot convert {str(value)[:100]} to {dtype.name}: {e}"
+        ) from None
+
+
+def array_to_json(name: str, array: np.ndarray):
+    """An output array as JSON; strings decode as UTF-8 unless binary (or the alias ends `_bytes`)."""
+    if array.dtype != object:
+        return array.tolist()
+
+    def convert(value):
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        if not name.endswith("_bytes"):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        return {"b64": base64.b64encode(value).decode("ascii")}
+
+    return convert(array.tolist())
+
+
+def _feature(value) -> tf.train.Feature:
+    values = value if isinstance(value, list) else [value]
+    if all(isinstance(v, bool | int) for v in values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    if all(isinstance(v, bool | int | float) for v in values):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[_to_bytes(v) for v in values]))
+
+
+def json_to_example(features) -> tf.train.Example:
+    if not isinstance(features, dict):
+        raise _invalid(f"Each example must be a JSON object, got {json.dumps(features)[:100]}")
+    return tf.train.Example(
+        features=tf.train.Features(feature={k: _feature(v) for k, v in features.items()})
+    )
+
+
+class RestApi:
+    """Turns REST requests into InferenceService calls and responses into JSON."""
+
+    def __init__(self, service: InferenceService, timeout_ms: int, metrics_path: str | None):
+        self.service = service
+        self.timeout_ms = timeout_ms
+        self.metrics_path = metrics_path
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, str, bytes]:
+        """Returns (HTTP status, content type, body)."""
+        if method == "GET" and self.metrics_path and path == self.metrics_path:
+            return 200, "text/plain; version=0.0.4", self.service.metrics.exposition()
+        try:
+            result = self._dispatch(method, path, body)
+            status = HTTPStatus.OK
+        except ServingError as e:
+            result = {"error": e.message}
+            status = _HTTP_STATUS.get(e.code, HTTPStatus.INTERNAL_SERVER_ERROR)
+        except Exception as e:  # a bug must still answer, as TF Serving's INTERNAL would
+            logging.exception("REST %s %s failed", method, path[:200])
+            result = {"error": f"{type(e).__name__}: {e}"}
+            status = HTTPStatus.INTERNAL_SERVER_ERROR
+        return int(status), "application/json", json.dumps(result).encode("utf-8")
+
+    def _dispatch(self, method: str, path: str, body: bytes):
+        match = _PATH.fullmatch(path)
+        if match is None:
+            raise ServingError(
+                grpc.StatusCode.NOT_FOUND, f"Malformed request: {method} {path[:200]}"
+            )
+        name, label = match["name"], match["label"]
+        for value in (name, label):
+            if value is not None and (not _SAFE_NAME.fullmatch(value) or ".." in value):
+                raise _invalid(f"Invalid model name or label in path: {value[:100]!r}")
+        spec = {"name": name}
+        if match["version"]:
+            spec["version"] = int(match["version"])  # Int64Value's JSON form is the number
+        if label:
+            spec["version_label"] = label
+        if method == "GET" and not match["method"]:
+            if match["metadata"]:
+                return self._metadata(spec)
+            return self._status(spec)
+        if method == "POST" and match["method"]:
+            try:
+                request = json.loads(body or b"null")
+            except ValueError as e:
+                raise _invalid(f"JSON Parse error: {e}") from None
+            if not isinstance(request, dict):
+                raise _invalid("JSON Value: request body must be a JSON object")
+            signature_name = request.get("signature_name", "")
+            if not isinstance(signature_name, str):
+                raise _invalid("'signature_name' must be a string")
+            spec["signature_name"] = signature_name
+            deadline = time.monotonic() + self.timeout_ms / 1000
+            return getattr(self, "_" + match["method"])(spec, request, deadline)
+        raise ServingError(grpc.StatusCode.NOT_FOUND, f"Malformed request: {method} {path[:200]}")
+
+    def _status(self, spec):
+        request = get_model_status_pb2.GetModelStatusRequest()
+        json_format.ParseDict({"model_spec": spec}, request)
+        response = self.service.get_model_status(request)
+        return json_format.MessageToDict(
+            response, preserving_proto_field_name=True, including_default_value_fields=True
+        )
+
+    def _metadata(self, spec):
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        json_format.ParseDict({"model_spec": spec}, request)
+        response = self.service.get_model_metadata(request, entrypoint="REST")
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signature_map)
+        return {
+            "model_spec": json_format.MessageToDict(
+                response.model_spec,
+                preserving_proto_field_name=True,
+                including_default_value_fields=True,
+            ),
+            "metadata": {
+                "signature_def": json_format.MessageToDict(
+                    signature_map, preserving_proto_field_name=True
+                )
+            },
+        }
+
+    def _predict(self, spec, request, deadline):
+        model_spec = get_model_status_pb2.GetModelStatusRequest().model_spec
+        json_format.ParseDict(spec, model_spec)
+
+        def call():
+            servable = self.service.resolve(model_spec)
+            signature = servable.signature(model_spec.signature_name)
+            inputs, row_format = self._parse_inputs(request, signature.input_specs)
+            outputs = self.service.predict_arrays(
+                servable, signature.name, inputs, deadline=deadline
+            )
+            return self._format_outputs(outputs, row_format)
+
+        return self.service.observe(model_spec.name, "predict", "REST", call)
+
+    @staticmethod
+    def _parse_inputs(request, specs) -> tuple[dict, bool]:
+        if ("instances" in request) == ("inputs" in request):
+            raise _invalid("JSON Value: request must have exactly one of 'instances' or 'inputs'")
+        single = next(iter(specs)) if len(specs) == 1 else None
+        if "inputs" in request:
+            value = request["inputs"]
+            named = isinstance(value, dict) and not _is_b64(value)
+            if not named and single is None:
+                raise _invalid(f"'inputs' must be an object with keys {sorted(specs)}")
+            columns = value if named else {single: value}
+            row_format = False
+        else:
+            instances = request["instances"]
+            if not isinstance(instances, list) or not instances:
+                raise _invalid("'instances' must be a non-empty list")
+            named = isinstance(instances[0], dict) and not _is_b64(instances[0])
+            if not named and single is None:
+                raise _invalid(f"Each instance must be an object with keys {sorted(specs)}")
+            if named and any(
+                not isinstance(i, dict) or i.keys() != instances[0].keys() for i in instances
+            ):
+                raise _invalid("All instances must be objects with the same keys")
+            columns = (
+                {k: [i[k] for i in instances] for k in instances[0]}
+                if named
+                else {single: instances}
+            )
+            row_format = True
+        unknown = sorted(set(columns) - set(specs))
+        if unknown:
+            raise _invalid(
+                f"input tensor alias not found in signature: {unknown[0]}. "
+                f"Inputs expected to be in the set {{{','.join(sorted(specs))}}}."
+            )
+        return {k: json_to_array(k, v, specs[k].dtype) for k, v in columns.items()}, row_format
+
+    @staticmethod
+    def _format_outputs(outputs: dict, row_format: bool):
+        if not row_format:
+            converted = {k: array_to_json(k, v) for k, v in outputs.items()}
+            if len(converted) == 1:
+                return {"outputs": next(iter(converted.values()))}
+            return {"outputs": converted}
+        sizes = {v.shape[0] if v.ndim else None for v in outputs.values()}
+        if len(sizes) != 1 or None in sizes:
+            raise _invalid(
+                "Output tensors have different (or no) batch dimensions; "
+                "use the columnar 'inputs' format for this signature"
+            )
+        if len(outputs) == 1:
+            ((name, value),) = outputs.items()
+            return {"predictions": array_to_json(name, value)}
+        columns = {k: array_to_json(k, v) for k, v in outputs.items()}
+        return {"predictions": [{k: c[i] for k, c in columns.items()} for i in range(sizes.pop())]}
+
+    def _input(self, request):
+        examples = request.get("examples")
+        if not isinstance(examples, list) or not examples:
+            raise _invalid("'examples' must be a non-empty list of objects")
+        input_pb = classification_pb2.ClassificationRequest().input
+        if "context" in request:
+            target = input_pb.example_list_with_context
+            target.context.CopyFrom(json_to_example(request["context"]))
+        else:
+            target = input_pb.example_list
+        target.examples.extend(json_to_example(e) for e in examples)
+        return input_pb
+
+    def _classify(self, spec, request, deadline):
+        proto = classification_pb2.ClassificationRequest()
+        json_format.ParseDict({"model_spec": spec}, proto)
+        proto.input.CopyFrom(self._input(request))
+        result = self.service.classify(proto, deadline, entrypoint="REST").result
+        return {
+            "results": [
+                [[c.label, c.score] for c in classification.classes]
+                for classification in result.classifications
+            ]
+        }
+
+    def _regress(self, spec, request, deadline):
+        proto = regression_pb2.RegressionRequest()
+        json_format.ParseDict({"model_spec": spec}, proto)
+        proto.input.CopyFrom(self._input(request))
+        result = self.service.regress(proto, deadline, entrypoint="REST").result
+        return {"results": [r.value for r in result.regressions]}
+
+
+class RestServer:
+    """Serves a RestApi on `host:port` in a background thread."""
+
+    def __init__(self, api: RestApi, host: str, port: int):
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            timeout = 5  # idle keep-alive connections must not block draining
+
+            def _respond(self, method: str):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, content_type, payload = api.handle(method, self.path, body)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):
+                self._respond("GET")
+
+            def do_POST(self):
+                self._respond("POST")
+
+            def log_message(self, format, *args):
+                logging.vlog(1, "REST %s", format % args)
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = False  # server_close() then waits for in-flight requests
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops accepting, then waits for the requests being handled."""
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,180 @@
+"""A TensorFlow-Serving-compatible model server: `python -m serving.server`.
+
+Flags are tensorflow_model_server's, so a command line (or Kubernetes args list) written for this
+server runs the real one unchanged. When a `tensorflow_model_server` binary is on PATH and
+`--embedded` is not given, this execs it with the same flags (minus ours: `--embedded`, `--host`).
+
+Example:
+
+    python -m serving.server --port=8500 --rest_api_port=8501 \\
+        --model_name=bert --model_base_path=/models/bert
+    python -m serving.server --model_config_file=serving/configs/models.config \\
+        --enable_batching --batching_parameters_file=serving/configs/batching_parameters.txt
+"""
+
+import os
+import shutil
+import signal
+import sys
+import threading
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_integer("port", 8500, "Port to listen on for the gRPC API.")
+flags.DEFINE_integer("rest_api_port", 8501, "Port for the HTTP/REST API; 0 disables it.")
+flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Timeout for HTTP/REST API calls.")
+flags.DEFINE_string("model_name", "default", "Name of the model (without --model_config_file).")
+flags.DEFINE_string("model_base_path", "", "Folder of numeric version folders of the model.")
+flags.DEFINE_string("model_config_file", "", "ModelServerConfig text proto (several models).")
+flags.DEFINE_integer(
+    "model_config_file_poll_wait_seconds", 0, "Re-read --model_config_file this often; 0: never."
+)
+flags.DEFINE_float(
+    "file_system_poll_wait_seconds", 1, "Seconds between polls of the base paths for versions."
+)
+flags.DEFINE_bool("enable_batching", False, "Batch concurrent requests of a signature.")
+flags.DEFINE_string("batching_parameters_file", "", "BatchingParameters text proto.")
+flags.DEFINE_bool(
+    "enable_model_warmup", True, "Replay assets.extra/tf_serving_warmup_requests on load."
+)
+flags.DEFINE_string("monitoring_config_file", "", "MonitoringConfig text proto (Prometheus).")
+flags.DEFINE_integer("grpc_max_threads", 64, "Threads serving gRPC requests.")
+# Ours only (removed when delegating): the real server binds every interface, inside a container.
+flags.DEFINE_string("host", "127.0.0.1", "Interface the gRPC and REST ports bind to.")
+flags.DEFINE_bool("embedded", False, "Use this server even if tensorflow_model_server is on PATH.")
+
+BINARY = "tensorflow_model_server"
+_OUR_FLAGS = ("embedded", "noembedded", "host")
+_DRAIN_SECONDS = 30
+
+
+def delegated_argv(argv: list[str]) -> list[str]:
+    """`argv` without the flags only this server knows (`--flag=v`, `--flag v`, `--noflag`)."""
+    kept, skip_next = [], False
+    for arg in argv:
+        name = arg.lstrip("-").split("=", 1)[0]
+        if skip_next:
+            skip_next = False
+        elif arg.startswith("-") and name in _OUR_FLAGS:
+            skip_next = "=" not in arg and name == "host"
+        else:
+            kept.append(arg)
+    return kept
+
+
+def _model_configs():
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from serving.config_protos import read_text_proto
+
+    if FLAGS.model_config_file:
+        if FLAGS.model_base_path:  # as TF Serving (its Docker entrypoint always passes both)
+            logging.warning("--model_config_file given: ignoring --model_base_path")
+        config = read_text_proto(FLAGS.model_config_file, model_server_config_pb2.ModelServerConfig)
+        if config.WhichOneof("config") != "model_config_list":
+            sys.exit(f"error: {FLAGS.model_config_file}: expected a model_config_list")
+        return list(config.model_config_list.config)
+    if not FLAGS.model_base_path:
+        sys.exit("error: --model_base_path (or --model_config_file) is required")
+    return [
+        model_server_config_pb2.ModelConfig(
+            name=FLAGS.model_name, base_path=FLAGS.model_base_path, model_platform="tensorflow"
+        )
+    ]
+
+
+def _watch_config_file(service, stop: threading.Event) -> None:
+    last = None
+    while not stop.wait(FLAGS.model_config_file_poll_wait_seconds):
+        try:
+            configs = _model_configs()
+            if configs != last:
+                service.manager.set_config(configs)
+                last = configs
+        except (ValueError, SystemExit) as e:
+            logging.error("Not applying %s: %s", FLAGS.model_config_file, e)
+
+
+def serve() -> None:
+    """Loads the models, serves gRPC (+ REST) until SIGTERM/SIGINT, then drains and returns."""
+    from concurrent import futures
+
+    import grpc
+
+    from serving import config_protos
+    from serving.grpc_service import add_servicers
+    from serving.inference import make_service
+    from serving.rest import RestApi, RestServer
+
+    batching = None
+    if FLAGS.enable_batching:
+        batching = config_protos.BatchingParameters()
+        if FLAGS.batching_parameters_file:
+            batching = config_protos.read_text_proto(
+                FLAGS.batching_parameters_file, config_protos.BatchingParameters
+            )
+    metrics_path = None
+    if FLAGS.monitoring_config_file:
+        monitoring = config_protos.read_text_proto(
+            FLAGS.monitoring_config_file, config_protos.MonitoringConfig
+        )
+        if monitoring.prometheus_config.enable:
+            metrics_path = monitoring.prometheus_config.path or "/monitoring/prometheus/metrics"
+
+    service = make_service(FLAGS.file_system_poll_wait_seconds, batching, FLAGS.enable_model_warmup)
+    try:
+        service.manager.set_config(_model_configs())
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    service.manager.start()
+
+    # TF Serving accepts messages up to 2 GiB.
+    max_message = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    grpc_server = grpc.server(
+        futures.ThreadPoolExecutor(FLAGS.grpc_max_threads), options=max_message
+    )
+    add_servicers(grpc_server, service)
+    if grpc_server.add_insecure_port(f"{FLAGS.host}:{FLAGS.port}") == 0:
+        sys.exit(f"error: --port={FLAGS.port}: cannot bind {FLAGS.host}:{FLAGS.port}")
+    grpc_server.start()
+    logging.info("Running gRPC ModelServer at %s:%d ...", FLAGS.host, FLAGS.port)
+    rest = None
+    if FLAGS.rest_api_port:
+        api = RestApi(service, FLAGS.rest_api_timeout_in_ms, metrics_path)
+        try:
+            rest = RestServer(api, FLAGS.host, FLAGS.rest_api_port)
+        except OSError as e:
+            sys.exit(f"error: --rest_api_port={FLAGS.rest_api_port}: {e}")
+        rest.start()
+        logging.info("Exporting HTTP/REST API at:%s:%d ...", FLAGS.host, FLAGS.rest_api_port)
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    if FLAGS.model_config_file and FLAGS.model_config_file_poll_wait_seconds > 0:
+        threading.Thread(target=_watch_config_file, args=(service, stop), daemon=True).start()
+    stop.wait()
+
+    logging.info("Shutting down: no new requests; draining in-flight ones")
+    grpc_done = grpc_server.stop(grace=_DRAIN_SECONDS)
+    if rest is not None:
+        rest.stop()
+    grpc_done.wait()
+    service.manager.stop()
+    logging.info("Server stopped")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        sys.exit(f"error: unexpected arguments {argv[1:]}")
+    binary = None if FLAGS.embedded else shutil.which(BINARY)
+    if binary:
+        logging.info("Found %s on PATH; running it with the same flags", binary)
+        os.execv(binary, [binary, *delegated_argv(sys.argv[1:])])
+    serve()
+
+
+if __name__ == "__main__":
+    app.run(main)

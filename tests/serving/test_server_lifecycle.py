@@ -1,0 +1,187 @@
+"""Contract tests of version polling, hot swap, bad versions, reload, batching and SIGTERM."""
+
+import shutil
+import threading
+import time
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
+
+from serving.client import ServingClient
+
+BATCHING = """
+max_batch_size { value: 4 }
+batch_timeout_micros { value: 1000000 }
+num_batch_threads { value: 1 }
+max_enqueued_batches { value: 8 }
+allowed_batch_sizes: 2
+allowed_batch_sizes: 4
+"""
+ROWS4 = np.arange(8, dtype=np.float32).reshape(4, 2)  # fills a batch: no batch timeout wait
+
+
+@pytest.fixture(scope="module")
+def server(saved_models, tmp_path_factory, server_process, install_version):
+    root = tmp_path_factory.mktemp("lifecycle")
+    (root / "live").mkdir()
+    install_version(saved_models["affine1"], root / "live", 1)
+    (root / "batching.txt").write_text(BATCHING)
+    (root / "monitoring.config").write_text("prometheus_config { enable: true }")
+    server = server_process(
+        [
+            "--embedded",
+            "--model_name=live",
+            f"--model_base_path={root / 'live'}",
+            "--file_system_poll_wait_seconds=0.5",
+            "--enable_batching",
+            f"--batching_parameters_file={root / 'batching.txt'}",
+            f"--monitoring_config_file={root / 'monitoring.config'}",
+        ],
+        root / "server.log",
+    )
+    server.wait_available("live")
+    server.root = root
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with ServingClient(server.target) as client:
+        yield client
+
+
+def wait_for(condition, what: str, timeout: float = 90):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(what)
+
+
+def test_batching_merges_concurrent_requests(server, client):
+    barrier = threading.Barrier(4)
+    results = [None] * 4
+
+    def send(i):
+        barrier.wait()
+        results[i] = client.predict("live", {"x": ROWS4[i : i + 1]})
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, result in enumerate(results):
+        np.testing.assert_allclose(result["y"], 2 * ROWS4[i : i + 1] + 1)
+    assert max(int(r["batch_size"][0]) for r in results) > 1  # the model saw a merged batch
+    with urllib.request.urlopen(server.rest + "/monitoring/prometheus/metrics") as response:
+        metrics = response.read().decode()
+    assert ":tensorflow:serving:batching_session:processed_batch_size_count" in metrics
+
+
+def test_batching_pads_to_allowed_size_and_rejects_oversize(client):
+    result = client.predict("live", {"x": ROWS4[:3]})
+    assert result["batch_size"].tolist() == [4, 4, 4]  # 3 rows padded to allowed size 4
+    np.testing.assert_allclose(result["y"], 2 * ROWS4[:3] + 1)
+    with pytest.raises(grpc.RpcError) as error:
+        client.predict("live", {"x": np.zeros([5, 2], np.float32)})
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_new_version_hot_swapped_without_failed_requests(
+    server, client, saved_models, install_version
+):
+    biases, failures, stop = [], [], threading.Event()
+
+    def loop():
+        with ServingClient(server.target) as loop_client:
+            while not stop.is_set():
+                try:
+                    y = loop_client.predict("live", {"x": ROWS4})["y"]
+                    biases.append(float(y[0, 0] - 2 * ROWS4[0, 0]))
+                except grpc.RpcError as e:
+                    failures.append(e)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        wait_for(lambda: biases, "first response")
+        install_version(saved_models["affine2"], server.root / "live", 2)
+        wait_for(lambda: biases[-1] == 2.0, "version 2 served")
+    finally:
+        stop.set()
+        thread.join()
+    assert failures == []
+    assert set(biases) == {1.0, 2.0}
+    states = {s["version"]: s["state"] for s in client.status("live")}
+    assert states == {1: "END", 2: "AVAILABLE"}
+
+
+def test_corrupt_version_reported_and_old_keeps_serving(
+    server, client, saved_models, install_version
+):
+    staging = server.root / "broken"
+    shutil.copytree(saved_models["affine3"], staging)
+    shutil.rmtree(staging / "variables")  # a half-copied export
+    staging.rename(server.root / "live" / "3")
+    wait_for(
+        lambda: any(s["version"] == 3 and s["state"] == "END" for s in client.status("live")),
+        "version 3 load failure reported",
+    )
+    (status,) = client.status("live", version=3)
+    assert status["status"]["error_code"] != "OK" and status["status"]["error_message"]
+    y = client.predict("live", {"x": ROWS4})["y"]
+    np.testing.assert_allclose(y, 2 * ROWS4 + 2)  # still version 2
+
+
+def test_reload_config(server, client, saved_models, install_version):
+    stub = model_service_pb2_grpc.ModelServiceStub(server.channel)
+    (server.root / "words").mkdir()
+    install_version(saved_models["strings"], server.root / "words", 5)
+    request = model_management_pb2.ReloadConfigRequest()
+    for name in ("live", "words"):
+        config = request.config.model_config_list.config.add(
+            name=name, base_path=str(server.root / name), model_platform="tensorflow"
+        )
+    config.version_labels["stable"] = 5
+    request.config.model_config_list.config.add(
+        name="empty", base_path=str(server.root / "empty"), model_platform="tensorflow"
+    )
+    assert stub.HandleReloadConfigRequest(request).status.error_code == 0
+    with pytest.raises(grpc.RpcError) as error:
+        client.predict("empty", {"x": ROWS4})
+    assert error.value.code() == grpc.StatusCode.UNAVAILABLE  # configured, no version yet
+    out = client.predict("words", {"text": np.array(["ab"], dtype=object)}, label="stable")
+    assert out["upper"].tolist() == [b"AB"]
+    np.testing.assert_allclose(client.predict("live", {"x": ROWS4})["y"], 2 * ROWS4 + 2)
+    request.config.model_config_list.config[0].model_platform = "pytorch"
+    with pytest.raises(grpc.RpcError) as error:
+        stub.HandleReloadConfigRequest(request)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(server):
+    # 1-row requests wait up to batch_timeout (1 s) in the batch queue: in flight at SIGTERM.
+    results, errors = [], []
+
+    def send(i):
+        try:
+            with ServingClient(server.target) as c:
+                results.append(c.predict("live", {"x": ROWS4[i : i + 1]}, timeout=60)["y"])
+        except grpc.RpcError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # let the requests reach the server (not a timing assertion)
+    assert server.stop() == 0, server.log()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(results) == 3
+    assert "Server stopped" in server.log()

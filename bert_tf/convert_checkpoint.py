@@ -1,0 +1,101 @@
+"""Converts a BERT checkpoint to google-research naming (`bert_model.ckpt` + `bert_config.json`).
+
+Inputs: an HF folder (config.json + model.safetensors [+ vocab.txt]), a `.safetensors` file, or a
+google-research checkpoint prefix/folder (re-written normalised: optimizer slots and global_step
+dropped). The weights are loaded into our Keras model (so every name and shape is checked) and
+written with `bert_tf.checkpoints.save_google_checkpoint`; `vocab.txt` beside the input is copied.
+
+Example:
+
+```
+python -m bert_tf.convert_checkpoint \
+    --input ~/.cache/bert_tfx/minilm --output_dir /tmp/minilm_google
+# /tmp/minilm_google: bert_model.ckpt.{index,data-00000-of-00001}, checkpoint,
+#                     bert_config.json, vocab.txt
+```
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from absl import app, flags, logging
+
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.encoder import build_encoder
+from bert_tf.models import BertPretrainer
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string(
+    "input", None, "Checkpoint to convert: google-research prefix/folder, HF folder or .safetensors"
+)
+flags.DEFINE_string("output_dir", None, "Folder for bert_model.ckpt.*, bert_config.json, vocab.txt")
+flags.DEFINE_string(
+    "bert_config_file",
+    None,
+    "google-research bert_config.json; default: the input's config.json (HF) or bert_config.json",
+)
+flags.DEFINE_enum("format", "google", ["google"], "Output naming: google = google-research names")
+flags.DEFINE_bool(
+    "allow_missing", False, "Write even if the input lacks some BERT variables (they stay random)"
+)
+
+
+def _input_folder(path: str) -> Path:
+    return Path(path) if os.path.isdir(path) else Path(path).parent
+
+
+def _find_config(input_path: str, bert_config_file: str | None) -> BertConfig:
+    if bert_config_file:
+        return BertConfig.from_json_file(bert_config_file)
+    folder = _input_folder(input_path)
+    if checkpoints.detect_format(input_path) == "hf" and (folder / "config.json").exists():
+        return BertConfig.from_hf_json_file(folder / "config.json")
+    if (folder / checkpoints.CONFIG_NAME).exists():
+        return BertConfig.from_json_file(folder / checkpoints.CONFIG_NAME)
+    raise ValueError(
+        f"--bert_config_file is required: no config.json or {checkpoints.CONFIG_NAME} in {folder}"
+    )
+
+
+def convert(
+    input_path: str, output_dir: str, bert_config_file: str | None = None, allow_missing=False
+) -> str:
+    """Converts `input_path` into `output_dir` (google naming); returns the checkpoint prefix."""
+    config = _find_config(input_path, bert_config_file)
+    source = checkpoints.read_checkpoint(input_path)
+    encoder = build_encoder(config)
+    # Keep the pre-training heads when the input has them (google-research releases do).
+    with_heads = any(name.startswith("cls/") for name in source.shapes)
+    model = BertPretrainer(encoder) if with_heads else encoder
+    loaded = checkpoints.load_pretrained(model, input_path, allow_missing=allow_missing)
+    prefix = checkpoints.save_google_checkpoint(model, output_dir)
+    vocab = _input_folder(input_path) / "vocab.txt"
+    if vocab.exists():
+        fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".vocab.txt.")
+        os.close(fd)
+        shutil.copyfile(vocab, tmp)
+        os.replace(tmp, Path(output_dir) / "vocab.txt")
+    logging.info("wrote %d variables to %s", len(loaded), prefix)
+    return prefix
+
+
+def main(argv):
+    del argv
+    for flag in ("input", "output_dir"):
+        if not FLAGS[flag].value:
+            sys.exit(f"error: --{flag} is required")
+    try:
+        prefix = convert(FLAGS.input, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.allow_missing)
+    except (ValueError, FileNotFoundError, NotImplementedError) as e:
+        sys.exit(f"error: {e}")
+    print(prefix)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,207 @@
+r"""Extracts per-token BERT activations, in google-research/bert's `extract_features.py` format.
+
+Input: one example per line; a sentence pair is written `text_a ||| text_b`.
+Output: JSON lines, one per input line:
+
+    {"linex_index": 0, "features": [{"token": "[CLS]",
+      "layers": [{"index": -1, "values": [0.123, ...]}, ...]}, ...]}
+
+`--init_checkpoint` takes a google-research checkpoint (ours are the same format), or an HF BERT
+folder (config.json + model.safetensors + vocab.txt), in which case `--bert_config_file` and
+`--vocab_file` default to the files in that folder.
+
+Example:
+
+    python -m bert_tf.extract_features --input_file=input.txt --output_file=output.jsonl \
+      --init_checkpoint=$HOME/.cache/bert_tfx/minilm --layers=-1,-2 --max_seq_length=128
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Text file, one example per line ('a ||| b' for pairs).")
+flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: vocab.txt beside the ckpt).")
+flags.DEFINE_string(
+    "bert_config_file", None, "bert_config.json (default: the checkpoint's own config)."
+)
+flags.DEFINE_string("init_checkpoint", None, "google-research/our checkpoint or HF folder.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1 = last).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece, [CLS]/[SEP] in.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
+flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+
+PAIR_SEPARATOR = " ||| "
+
+
+def read_examples(input_file: str) -> list[tuple[str, str | None]]:
+    """(text_a, text_b or None) per line, as google-research's `read_examples`."""
+    examples = []
+    with open(input_file, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            text_a, sep, text_b = line.partition(PAIR_SEPARATOR.strip())
+            examples.append((text_a.strip(), text_b.strip() if sep else None))
+    return examples
+
+
+def _checkpoint_file(init_checkpoint: str, name: str) -> str | None:
+    """`name` beside a checkpoint (HF folder, checkpoint folder or prefix), if it exists."""
+    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    candidate = os.path.join(folder, name)
+    return candidate if os.path.exists(candidate) else None
+
+
+def resolve_config(init_checkpoint: str, bert_config_file: str | None):
+    """The BertConfig from --bert_config_file, else the checkpoint's bert_config.json/config.json."""
+    from bert_tf.configs import BertConfig
+
+    if bert_config_file:
+        return BertConfig.from_json_file(bert_config_file)
+    if path := _checkpoint_file(init_checkpoint, "bert_config.json"):
+        return BertConfig.from_json_file(path)
+    if path := _checkpoint_file(init_checkpoint, "config.json"):
+        return BertConfig.from_hf_json_file(path)
+    raise ValueError(
+        f"--bert_config_file: not given and no bert_config.json/config.json beside "
+        f"--init_checkpoint={init_checkpoint}"
+    )
+
+
+def parse_layers(layers: str, num_layers: int) -> list[int]:
+    """'-1,-2' -> [-1, -2], each checked against the model's depth."""
+    try:
+        indexes = [int(x) for x in layers.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--layers: expected comma-separated integers, got {layers!r}") from None
+    bad = [i for i in indexes if not -num_layers <= i < num_layers]
+    if not indexes or bad:
+        raise ValueError(
+            f"--layers: {bad or layers!r} out of range for a {num_layers}-layer model "
+            f"(use -{num_layers}..{num_layers - 1})"
+        )
+    return indexes
+
+
+def extract(
+    examples: list[tuple[str, str | None]],
+    encoder,
+    preprocessor,
+    layers: list[int],
+    batch_size: int,
+) -> Iterator[dict]:
+    """Yields one google-research-format record per example, in input order.
+
+    Single sentences and pairs are packed differently, so each batch holds one kind; records are
+    reordered back to the input order.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    @tf.function(reduce_retracing=True)
+    def run(segments):
+        features = preprocessor(segments)
+        outputs = encoder(features, training=False)
+        return features, tf.stack([outputs["encoder_outputs"][i] for i in layers], axis=0)
+
+    groups = {
+        False: [i for i, (_, b) in enumerate(examples) if b is None],
+        True: [i for i, (_, b) in enumerate(examples) if b is not None],
+    }
+    records: dict[int, dict] = {}
+    done, start = 0, time.perf_counter()
+    for is_pair, indexes in groups.items():
+        for offset in range(0, len(indexes), batch_size):
+            batch = indexes[offset : offset + batch_size]
+            segments = [tf.constant([examples[i][0] for i in batch])]
+            if is_pair:
+                segments.append(tf.constant([examples[i][1] for i in batch]))
+            features, values = run(tuple(segments))
+            tokens = preprocessor.tokenizer.id_to_token(features["input_word_ids"]).numpy()
+            lengths = tf.reduce_sum(features["input_mask"], axis=1).numpy()
+            values = np.round(values.numpy().astype(np.float64), 6)
+            for row, index in enumerate(batch):
+                records[index] = {
+                    "linex_index": index,
+                    "features": [
+                        {
+                            "token": tokens[row, t].decode("utf-8"),
+                            "layers": [
+                                {"index": layer, "values": values[k, row, t].tolist()}
+                                for k, layer in enumerate(layers)
+                            ],
+                        }
+                        for t in range(int(lengths[row]))
+                    ],
+                }
+            done += len(batch)
+            rate = done / (time.perf_counter() - start)
+            logging.info(
+                "extracted %d/%d examples (%.1f/s, ETA %.0f s)",
+                done,
+                len(examples),
+                rate,
+                (len(examples) - done) / rate,
+            )
+    yield from (records[i] for i in range(len(examples)))
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    from bert_tf import checkpoints
+    from bert_tf.encoder import build_encoder
+    from bert_tf.tokenization import BertPreprocessor
+
+    for name in ("input_file", "output_file", "init_checkpoint"):
+        if not FLAGS[name].value:
+            sys.exit(f"error: --{name} is required")
+    if not os.path.isfile(FLAGS.input_file):
+        sys.exit(f"error: --input_file={FLAGS.input_file}: no such file")
+    if FLAGS.batch_size <= 0:
+        sys.exit(f"error: --batch_size: expected a positive number, got {FLAGS.batch_size}")
+    try:
+        config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
+        if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+            raise ValueError(
+                f"--max_seq_length: expected 3..{config.max_position_embeddings} "
+                f"(max_position_embeddings), got {FLAGS.max_seq_length}"
+            )
+        layers = parse_layers(FLAGS.layers, config.num_hidden_layers)
+        vocab_file = FLAGS.vocab_file or _checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
+        if not vocab_file:
+            raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
+        preprocessor = BertPreprocessor(
+            vocab_file, seq_length=FLAGS.max_seq_length, lower_case=FLAGS.do_lower_case
+        )
+        encoder = build_encoder(config)
+        checkpoints.load_pretrained(encoder, FLAGS.init_checkpoint)
+        examples = read_examples(FLAGS.input_file)
+    except (ValueError, OSError, NotImplementedError) as e:
+        sys.exit(f"error: {e}")
+    if not examples:
+        sys.exit(f"error: --input_file={FLAGS.input_file} has no lines")
+
+    output = Path(FLAGS.output_file)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for record in extract(examples, encoder, preprocessor, layers, FLAGS.batch_size):
+                f.write(json.dumps(record) + "\n")
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
+    logging.info("wrote %d examples to %s", len(examples), output)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,66 @@
+"""extract_features: google-research's JSON-lines layout, real weights, clear flag errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bert_tf.extract_features", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_extract_features_from_hf_folder_matches_reference(tmp_path, minilm_dir):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text(
+        "A man is eating food.\nWho was Jim Henson ? ||| Jim Henson was an American puppeteer who created the Muppets\n"
+    )
+    output_file = tmp_path / "out" / "features.jsonl"
+    result = _run(
+        f"--input_file={input_file}",
+        f"--output_file={output_file}",
+        f"--init_checkpoint={minilm_dir}",
+        "--layers=-1,-6",
+        "--max_seq_length=16",
+        "--batch_size=1",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in output_file.read_text().splitlines()]
+    assert [r["linex_index"] for r in records] == [0, 1]
+
+    single, pair = records
+    assert [f["token"] for f in single["features"]] == [
+        "[CLS]", "a", "man", "is", "eating", "food", ".", "[SEP]",
+    ]  # fmt: skip
+    cls_layers = single["features"][0]["layers"]
+    assert [layer["index"] for layer in cls_layers] == [-1, -6]
+    assert len(cls_layers[0]["values"]) == 384
+    # HF/PyTorch reference of all-MiniLM-L6-v2, last layer at [CLS].
+    assert cls_layers[0]["values"][:5] == pytest.approx(
+        [-0.00255, 0.117697, 0.003738, 0.244708, -0.517231], abs=1e-4
+    )
+    tokens = [f["token"] for f in pair["features"]]
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and tokens[-1] == "[SEP]"
+    assert len(tokens) == 16, "the pair is truncated to --max_seq_length"
+    assert not list(output_file.parent.glob(".*tmp*")), "no temp file left behind"
+
+
+def test_extract_features_flag_errors_are_clear(tmp_path, minilm_dir):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("hello\n")
+    result = _run(
+        f"--input_file={input_file}",
+        f"--output_file={tmp_path / 'out.jsonl'}",
+        f"--init_checkpoint={minilm_dir}",
+        "--layers=-1,7",
+    )
+    assert result.returncode != 0
+    assert "--layers: [7] out of range for a 6-layer model" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()

@@ -31,15 +31,21 @@ from bert_tf.tokenization import SPECIAL_TOKENS, normalize_text, validate_vocab
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_list("input_files", None, "Comma-separated text files or globs, one text per line.")
-flags.DEFINE_string("output_file", None, "Where to write the vocab, one token per line.")
-flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, reserved tokens included.")
-flags.DEFINE_bool("lower_case", True, "Lowercase and strip accents (uncased model).")
-flags.DEFINE_integer("max_lines", None, "Read at most this many non-empty lines in all.")
-flags.DEFINE_list(
-    "reserved_tokens", list(SPECIAL_TOKENS), "Tokens placed first; must include all specials."
-)
-flags.DEFINE_integer("num_unused", 0, "Add [unused0]..[unusedN-1] after the reserved tokens.")
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_list(
+        "input_files", None, "Comma-separated text files or globs, one text per line."
+    )
+    flags.DEFINE_string("output_file", None, "Where to write the vocab, one token per line.")
+    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, reserved tokens included.")
+    flags.DEFINE_bool("lower_case", True, "Lowercase and strip accents (uncased model).")
+    flags.DEFINE_integer("max_lines", None, "Read at most this many non-empty lines in all.")
+    flags.DEFINE_list(
+        "reserved_tokens", list(SPECIAL_TOKENS), "Tokens placed first; must include all specials."
+    )
+    flags.DEFINE_integer("num_unused", 0, "Add [unused0]..[unusedN-1] after the reserved tokens.")
 
 
 def expand_input_files(patterns: Sequence[str]) -> list[str]:
@@ -131,4 +137,5 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -31,19 +31,32 @@ from bert_tf.encoder import build_encoder
 from bert_tf.models import BertPretrainer
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string(
-    "input", None, "Checkpoint to convert: google-research prefix/folder, HF folder or .safetensors"
-)
-flags.DEFINE_string("output_dir", None, "Folder for bert_model.ckpt.*, bert_config.json, vocab.txt")
-flags.DEFINE_string(
-    "bert_config_file",
-    None,
-    "google-research bert_config.json; default: the input's config.json (HF) or bert_config.json",
-)
-flags.DEFINE_enum("format", "google", ["google"], "Output naming: google = google-research names")
-flags.DEFINE_bool(
-    "allow_missing", False, "Write even if the input lacks some BERT variables (they stay random)"
-)
+
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_string(
+        "input",
+        None,
+        "Checkpoint to convert: google-research prefix/folder, HF folder or .safetensors",
+    )
+    flags.DEFINE_string(
+        "output_dir", None, "Folder for bert_model.ckpt.*, bert_config.json, vocab.txt"
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "google-research bert_config.json; default: the input's config.json (HF) or bert_config.json",
+    )
+    flags.DEFINE_enum(
+        "format", "google", ["google"], "Output naming: google = google-research names"
+    )
+    flags.DEFINE_bool(
+        "allow_missing",
+        False,
+        "Write even if the input lacks some BERT variables (they stay random)",
+    )
 
 
 def _input_folder(path: str) -> Path:
@@ -98,4 +111,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

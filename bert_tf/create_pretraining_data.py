@@ -19,28 +19,38 @@ from bert_tf import pretraining_data
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated files or globs.")
-flags.DEFINE_string(
-    "output_file", None, "Output TFRecord file(s), comma-separated: instances go round-robin."
-)
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool(
-    "do_lower_case", True, "Lower case the input text: True for uncased models, False for cased."
-)
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer(
-    "max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence."
-)
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer(
-    "dupe_factor", 10, "Number of times to duplicate the input data (with different masks)."
-)
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float(
-    "short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length."
-)
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_string(
+        "input_file", None, "Input raw text file(s): comma-separated files or globs."
+    )
+    flags.DEFINE_string(
+        "output_file", None, "Output TFRecord file(s), comma-separated: instances go round-robin."
+    )
+    flags.DEFINE_string(
+        "vocab_file", None, "The vocabulary file that the BERT model was trained on."
+    )
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lower case the input text: True for uncased models, False for cased.",
+    )
+    flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_integer(
+        "max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence."
+    )
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+    flags.DEFINE_integer(
+        "dupe_factor", 10, "Number of times to duplicate the input data (with different masks)."
+    )
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float(
+        "short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length."
+    )
+    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 
 def main(argv: list[str]) -> None:
@@ -65,4 +75,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

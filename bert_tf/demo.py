@@ -20,11 +20,19 @@ import numpy as np
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes its files.")
-flags.DEFINE_integer("wiki_vocab_size", 8000, "Size of the WordPiece vocab learned from Wikipedia.")
-flags.DEFINE_integer(
-    "wiki_vocab_lines", 4000, "Sentences of the Wikipedia sample to learn it from."
-)
+
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes its files.")
+    flags.DEFINE_integer(
+        "wiki_vocab_size", 8000, "Size of the WordPiece vocab learned from Wikipedia."
+    )
+    flags.DEFINE_integer(
+        "wiki_vocab_lines", 4000, "Sentences of the Wikipedia sample to learn it from."
+    )
+
 
 # Reference values of all-MiniLM-L6-v2 computed with HF transformers on PyTorch.
 REFERENCE_IDS = [101, 1037, 2158, 2003, 5983, 2833, 1012, 102]
@@ -144,4 +152,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

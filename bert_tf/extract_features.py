@@ -28,17 +28,27 @@ from pathlib import Path
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Text file, one example per line ('a ||| b' for pairs).")
-flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: vocab.txt beside the ckpt).")
-flags.DEFINE_string(
-    "bert_config_file", None, "bert_config.json (default: the checkpoint's own config)."
-)
-flags.DEFINE_string("init_checkpoint", None, "google-research/our checkpoint or HF folder.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1 = last).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece, [CLS]/[SEP] in.")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
-flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_string(
+        "input_file", None, "Text file, one example per line ('a ||| b' for pairs)."
+    )
+    flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: vocab.txt beside the ckpt).")
+    flags.DEFINE_string(
+        "bert_config_file", None, "bert_config.json (default: the checkpoint's own config)."
+    )
+    flags.DEFINE_string("init_checkpoint", None, "google-research/our checkpoint or HF folder.")
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1 = last).")
+    flags.DEFINE_integer(
+        "max_seq_length", 128, "Tokens per example after WordPiece, [CLS]/[SEP] in."
+    )
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
+    flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+
 
 PAIR_SEPARATOR = " ||| "
 
@@ -52,29 +62,6 @@ def read_examples(input_file: str) -> list[tuple[str, str | None]]:
             text_a, sep, text_b = line.partition(PAIR_SEPARATOR.strip())
             examples.append((text_a.strip(), text_b.strip() if sep else None))
     return examples
-
-
-def _checkpoint_file(init_checkpoint: str, name: str) -> str | None:
-    """`name` beside a checkpoint (HF folder, checkpoint folder or prefix), if it exists."""
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    candidate = os.path.join(folder, name)
-    return candidate if os.path.exists(candidate) else None
-
-
-def resolve_config(init_checkpoint: str, bert_config_file: str | None):
-    """The BertConfig from --bert_config_file, else the checkpoint's bert_config.json/config.json."""
-    from bert_tf.configs import BertConfig
-
-    if bert_config_file:
-        return BertConfig.from_json_file(bert_config_file)
-    if path := _checkpoint_file(init_checkpoint, "bert_config.json"):
-        return BertConfig.from_json_file(path)
-    if path := _checkpoint_file(init_checkpoint, "config.json"):
-        return BertConfig.from_hf_json_file(path)
-    raise ValueError(
-        f"--bert_config_file: not given and no bert_config.json/config.json beside "
-        f"--init_checkpoint={init_checkpoint}"
-    )
 
 
 def parse_layers(layers: str, num_layers: int) -> list[int]:
@@ -159,6 +146,7 @@ def main(argv: list[str]) -> None:
     del argv
     from bert_tf import checkpoints
     from bert_tf.encoder import build_encoder
+    from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.tokenization import BertPreprocessor
 
     for name in ("input_file", "output_file", "init_checkpoint"):
@@ -176,7 +164,7 @@ def main(argv: list[str]) -> None:
                 f"(max_position_embeddings), got {FLAGS.max_seq_length}"
             )
         layers = parse_layers(FLAGS.layers, config.num_hidden_layers)
-        vocab_file = FLAGS.vocab_file or _checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
+        vocab_file = FLAGS.vocab_file or checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
         if not vocab_file:
             raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
         preprocessor = BertPreprocessor(
@@ -204,4 +192,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

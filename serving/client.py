@@ -197,14 +197,21 @@ def format_output(name: str, value) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("server", "localhost:8500", "gRPC host:port, or the REST base URL with --rest.")
-flags.DEFINE_string("model_name", None, "Model to query.")
-flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE, "Signature to run.")
-flags.DEFINE_list("text", [], "Input text(s), comma-separated or repeated.")
-flags.DEFINE_list("text_b", [], "Second text(s) (classifier text_b / SQuAD context).")
-flags.DEFINE_bool("rest", False, "Use the REST API at --server instead of gRPC.")
-flags.DEFINE_integer("version", None, "Model version (default: latest).")
-flags.DEFINE_float("timeout", 30.0, "Deadline per request, seconds.")
+
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_string(
+        "server", "localhost:8500", "gRPC host:port, or the REST base URL with --rest."
+    )
+    flags.DEFINE_string("model_name", None, "Model to query.")
+    flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE, "Signature to run.")
+    flags.DEFINE_list("text", [], "Input text(s), comma-separated or repeated.")
+    flags.DEFINE_list("text_b", [], "Second text(s) (classifier text_b / SQuAD context).")
+    flags.DEFINE_bool("rest", False, "Use the REST API at --server instead of gRPC.")
+    flags.DEFINE_integer("version", None, "Model version (default: latest).")
+    flags.DEFINE_float("timeout", 30.0, "Deadline per request, seconds.")
 
 
 def text_inputs(input_names: list[str], text: list[str], text_b: list[str]) -> dict:
@@ -256,4 +263,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -22,28 +22,37 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_integer("port", 8500, "Port to listen on for the gRPC API.")
-flags.DEFINE_integer("rest_api_port", 8501, "Port for the HTTP/REST API; 0 disables it.")
-flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Timeout for HTTP/REST API calls.")
-flags.DEFINE_string("model_name", "default", "Name of the model (without --model_config_file).")
-flags.DEFINE_string("model_base_path", "", "Folder of numeric version folders of the model.")
-flags.DEFINE_string("model_config_file", "", "ModelServerConfig text proto (several models).")
-flags.DEFINE_integer(
-    "model_config_file_poll_wait_seconds", 0, "Re-read --model_config_file this often; 0: never."
-)
-flags.DEFINE_float(
-    "file_system_poll_wait_seconds", 1, "Seconds between polls of the base paths for versions."
-)
-flags.DEFINE_bool("enable_batching", False, "Batch concurrent requests of a signature.")
-flags.DEFINE_string("batching_parameters_file", "", "BatchingParameters text proto.")
-flags.DEFINE_bool(
-    "enable_model_warmup", True, "Replay assets.extra/tf_serving_warmup_requests on load."
-)
-flags.DEFINE_string("monitoring_config_file", "", "MonitoringConfig text proto (Prometheus).")
-flags.DEFINE_integer("grpc_max_threads", 64, "Threads serving gRPC requests.")
-# Ours only (removed when delegating): the real server binds every interface, inside a container.
-flags.DEFINE_string("host", "127.0.0.1", "Interface the gRPC and REST ports bind to.")
-flags.DEFINE_bool("embedded", False, "Use this server even if tensorflow_model_server is on PATH.")
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_integer("port", 8500, "Port to listen on for the gRPC API.")
+    flags.DEFINE_integer("rest_api_port", 8501, "Port for the HTTP/REST API; 0 disables it.")
+    flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Timeout for HTTP/REST API calls.")
+    flags.DEFINE_string("model_name", "default", "Name of the model (without --model_config_file).")
+    flags.DEFINE_string("model_base_path", "", "Folder of numeric version folders of the model.")
+    flags.DEFINE_string("model_config_file", "", "ModelServerConfig text proto (several models).")
+    flags.DEFINE_integer(
+        "model_config_file_poll_wait_seconds",
+        0,
+        "Re-read --model_config_file this often; 0: never.",
+    )
+    flags.DEFINE_float(
+        "file_system_poll_wait_seconds", 1, "Seconds between polls of the base paths for versions."
+    )
+    flags.DEFINE_bool("enable_batching", False, "Batch concurrent requests of a signature.")
+    flags.DEFINE_string("batching_parameters_file", "", "BatchingParameters text proto.")
+    flags.DEFINE_bool(
+        "enable_model_warmup", True, "Replay assets.extra/tf_serving_warmup_requests on load."
+    )
+    flags.DEFINE_string("monitoring_config_file", "", "MonitoringConfig text proto (Prometheus).")
+    flags.DEFINE_integer("grpc_max_threads", 64, "Threads serving gRPC requests.")
+    # Ours only (removed when delegating): the real server binds every interface, inside a container.
+    flags.DEFINE_string("host", "127.0.0.1", "Interface the gRPC and REST ports bind to.")
+    flags.DEFINE_bool(
+        "embedded", False, "Use this server even if tensorflow_model_server is on PATH."
+    )
+
 
 BINARY = "tensorflow_model_server"
 _OUR_FLAGS = ("embedded", "noembedded", "host")
@@ -177,4 +186,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -5,15 +5,12 @@ import sys
 
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from bert_tf.build_vocab import build_vocab, write_vocab
-from bert_tf.build_vocab import main as build_vocab_main
 from bert_tf.tokenization import SPECIAL_TOKENS, BertTokenizer, load_vocab
 
 VOCAB_SIZE = 1000
 TRAIN_LINES = 100  # lee_background.cor has 300 long news lines; the rest are held out
-FLAGS = flags.FLAGS
 
 
 @pytest.fixture(scope="module")
@@ -76,17 +73,27 @@ def test_errors(tmp_path, gensim_dir):
         build_vocab(corpus, 100, max_lines=0)
 
 
-def test_main_writes_vocab_and_summary(tmp_path, lee_lines, capsys):
+def test_command_line_writes_vocab_and_summary(tmp_path, lee_lines):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(lee_lines[:20]) + "\n", encoding="utf-8")
     output = tmp_path / "new" / "vocab.txt"
-    argv = ["build_vocab", f"--input_files={corpus}", f"--output_file={output}"]
-    try:
-        FLAGS([*argv, "--vocab_size=300", "--num_unused=2", "--nolower_case"])
-        build_vocab_main(argv[:1])
-    finally:
-        FLAGS.unparse_flags()  # back to defaults and unparsed, for other tests
-    assert capsys.readouterr().out.startswith(f"wrote {output}: ")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bert_tf.build_vocab",
+            f"--input_files={corpus}",
+            f"--output_file={output}",
+            "--vocab_size=300",
+            "--num_unused=2",
+            "--nolower_case",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"wrote {output}: ")
     vocab = load_vocab(output)
     assert vocab[:7] == [*SPECIAL_TOKENS, "[unused0]", "[unused1]"]
     assert any(token != token.lower() for token in vocab)  # --nolower_case kept capitals

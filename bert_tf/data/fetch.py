@@ -305,8 +305,13 @@ def path(name: str, filename: str) -> Path:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("all", False, "Fetch every source.")
-flags.DEFINE_list("sources", [], f"Sources to fetch, from: {', '.join(SOURCES)}.")
+
+
+def define_flags() -> None:
+    """Defines this script's flags; called only when it runs as a program, so importing
+    the module (tests, other scripts) never defines flags twice."""
+    flags.DEFINE_bool("all", False, "Fetch every source.")
+    flags.DEFINE_list("sources", [], f"Sources to fetch, from: {', '.join(SOURCES)}.")
 
 
 def main(argv: list[str]) -> None:
@@ -323,4 +328,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

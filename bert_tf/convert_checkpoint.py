@@ -33,29 +33,42 @@ from bert_tf.models import BertPretrainer
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
     flags.DEFINE_string(
         "input",
         None,
         "Checkpoint to convert: google-research prefix/folder, HF folder or .safetensors",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
-        "output_dir", None, "Folder for bert_model.ckpt.*, bert_config.json, vocab.txt"
+        "output_dir",
+        None,
+        "Folder for bert_model.ckpt.*, bert_config.json, vocab.txt",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "bert_config_file",
         None,
         "google-research bert_config.json; default: the input's config.json (HF) or bert_config.json",
+        flag_values=flag_values,
     )
     flags.DEFINE_enum(
-        "format", "google", ["google"], "Output naming: google = google-research names"
+        "format",
+        "google",
+        ["google"],
+        "Output naming: google = google-research names",
+        flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "allow_missing",
         False,
         "Write even if the input lacks some BERT variables (they stay random)",
+        flag_values=flag_values,
     )
 
 

@@ -20,37 +20,68 @@ from bert_tf import pretraining_data
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
     flags.DEFINE_string(
-        "input_file", None, "Input raw text file(s): comma-separated files or globs."
+        "input_file",
+        None,
+        "Input raw text file(s): comma-separated files or globs.",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
-        "output_file", None, "Output TFRecord file(s), comma-separated: instances go round-robin."
+        "output_file",
+        None,
+        "Output TFRecord file(s), comma-separated: instances go round-robin.",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
-        "vocab_file", None, "The vocabulary file that the BERT model was trained on."
+        "vocab_file",
+        None,
+        "The vocabulary file that the BERT model was trained on.",
+        flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "do_lower_case",
         True,
         "Lower case the input text: True for uncased models, False for cased.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_bool(
+        "do_whole_word_mask",
+        False,
+        "Mask whole words instead of word pieces.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", flag_values=flag_values)
     flags.DEFINE_integer(
-        "max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence."
+        "max_predictions_per_seq",
+        20,
+        "Maximum number of masked LM predictions per sequence.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
     flags.DEFINE_integer(
-        "dupe_factor", 10, "Number of times to duplicate the input data (with different masks)."
+        "random_seed", 12345, "Random seed for data generation.", flag_values=flag_values
     )
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_integer(
+        "dupe_factor",
+        10,
+        "Number of times to duplicate the input data (with different masks).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=flag_values)
     flags.DEFINE_float(
-        "short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length."
+        "short_seq_prob",
+        0.1,
+        "Probability of creating sequences shorter than the maximum length.",
+        flag_values=flag_values,
     )
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+    flags.mark_flags_as_required(
+        ["input_file", "output_file", "vocab_file"], flag_values=flag_values
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -22,15 +22,26 @@ from absl import app, flags, logging
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
-    flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes its files.")
-    flags.DEFINE_integer(
-        "wiki_vocab_size", 8000, "Size of the WordPiece vocab learned from Wikipedia."
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
+    flags.DEFINE_string(
+        "output_dir", "runs/demo", "Where the demo writes its files.", flag_values=flag_values
     )
     flags.DEFINE_integer(
-        "wiki_vocab_lines", 4000, "Sentences of the Wikipedia sample to learn it from."
+        "wiki_vocab_size",
+        8000,
+        "Size of the WordPiece vocab learned from Wikipedia.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "wiki_vocab_lines",
+        4000,
+        "Sentences of the Wikipedia sample to learn it from.",
+        flag_values=flag_values,
     )
 
 

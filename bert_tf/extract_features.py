@@ -30,24 +30,58 @@ from absl import app, flags, logging
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
     flags.DEFINE_string(
-        "input_file", None, "Text file, one example per line ('a ||| b' for pairs)."
+        "input_file",
+        None,
+        "Text file, one example per line ('a ||| b' for pairs).",
+        flag_values=flag_values,
     )
-    flags.DEFINE_string("output_file", None, "Where to write the JSON lines.")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: vocab.txt beside the ckpt).")
     flags.DEFINE_string(
-        "bert_config_file", None, "bert_config.json (default: the checkpoint's own config)."
+        "output_file", None, "Where to write the JSON lines.", flag_values=flag_values
     )
-    flags.DEFINE_string("init_checkpoint", None, "google-research/our checkpoint or HF folder.")
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated layer indexes (-1 = last).")
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocab (default: vocab.txt beside the ckpt).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "bert_config.json (default: the checkpoint's own config).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "google-research/our checkpoint or HF folder.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "layers",
+        "-1,-2,-3,-4",
+        "Comma-separated layer indexes (-1 = last).",
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
-        "max_seq_length", 128, "Tokens per example after WordPiece, [CLS]/[SEP] in."
+        "max_seq_length",
+        128,
+        "Tokens per example after WordPiece, [CLS]/[SEP] in.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (uncased models).")
-    flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.")
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lowercase and strip accents (uncased models).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", flag_values=flag_values)
 
 
 PAIR_SEPARATOR = " ||| "

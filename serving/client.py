@@ -199,19 +199,35 @@ def format_output(name: str, value) -> str:
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
     flags.DEFINE_string(
-        "server", "localhost:8500", "gRPC host:port, or the REST base URL with --rest."
+        "server",
+        "localhost:8500",
+        "gRPC host:port, or the REST base URL with --rest.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_string("model_name", None, "Model to query.")
-    flags.DEFINE_string("signature_name", DEFAULT_SIGNATURE, "Signature to run.")
-    flags.DEFINE_list("text", [], "Input text(s), comma-separated or repeated.")
-    flags.DEFINE_list("text_b", [], "Second text(s) (classifier text_b / SQuAD context).")
-    flags.DEFINE_bool("rest", False, "Use the REST API at --server instead of gRPC.")
-    flags.DEFINE_integer("version", None, "Model version (default: latest).")
-    flags.DEFINE_float("timeout", 30.0, "Deadline per request, seconds.")
+    flags.DEFINE_string("model_name", None, "Model to query.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "signature_name", DEFAULT_SIGNATURE, "Signature to run.", flag_values=flag_values
+    )
+    flags.DEFINE_list(
+        "text", [], "Input text(s), comma-separated or repeated.", flag_values=flag_values
+    )
+    flags.DEFINE_list(
+        "text_b", [], "Second text(s) (classifier text_b / SQuAD context).", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "rest", False, "Use the REST API at --server instead of gRPC.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "version", None, "Model version (default: latest).", flag_values=flag_values
+    )
+    flags.DEFINE_float("timeout", 30.0, "Deadline per request, seconds.", flag_values=flag_values)
 
 
 def text_inputs(input_names: list[str], text: list[str], text_b: list[str]) -> dict:

@@ -23,34 +23,84 @@ from absl import app, flags, logging
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
-    flags.DEFINE_integer("port", 8500, "Port to listen on for the gRPC API.")
-    flags.DEFINE_integer("rest_api_port", 8501, "Port for the HTTP/REST API; 0 disables it.")
-    flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Timeout for HTTP/REST API calls.")
-    flags.DEFINE_string("model_name", "default", "Name of the model (without --model_config_file).")
-    flags.DEFINE_string("model_base_path", "", "Folder of numeric version folders of the model.")
-    flags.DEFINE_string("model_config_file", "", "ModelServerConfig text proto (several models).")
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
+    flags.DEFINE_integer(
+        "port", 8500, "Port to listen on for the gRPC API.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "rest_api_port", 8501, "Port for the HTTP/REST API; 0 disables it.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "rest_api_timeout_in_ms", 30000, "Timeout for HTTP/REST API calls.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "model_name",
+        "default",
+        "Name of the model (without --model_config_file).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "model_base_path",
+        "",
+        "Folder of numeric version folders of the model.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "model_config_file",
+        "",
+        "ModelServerConfig text proto (several models).",
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "model_config_file_poll_wait_seconds",
         0,
         "Re-read --model_config_file this often; 0: never.",
+        flag_values=flag_values,
     )
     flags.DEFINE_float(
-        "file_system_poll_wait_seconds", 1, "Seconds between polls of the base paths for versions."
+        "file_system_poll_wait_seconds",
+        1,
+        "Seconds between polls of the base paths for versions.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_bool("enable_batching", False, "Batch concurrent requests of a signature.")
-    flags.DEFINE_string("batching_parameters_file", "", "BatchingParameters text proto.")
     flags.DEFINE_bool(
-        "enable_model_warmup", True, "Replay assets.extra/tf_serving_warmup_requests on load."
+        "enable_batching",
+        False,
+        "Batch concurrent requests of a signature.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_string("monitoring_config_file", "", "MonitoringConfig text proto (Prometheus).")
-    flags.DEFINE_integer("grpc_max_threads", 64, "Threads serving gRPC requests.")
+    flags.DEFINE_string(
+        "batching_parameters_file", "", "BatchingParameters text proto.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "enable_model_warmup",
+        True,
+        "Replay assets.extra/tf_serving_warmup_requests on load.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "monitoring_config_file",
+        "",
+        "MonitoringConfig text proto (Prometheus).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "grpc_max_threads", 64, "Threads serving gRPC requests.", flag_values=flag_values
+    )
     # Ours only (removed when delegating): the real server binds every interface, inside a container.
-    flags.DEFINE_string("host", "127.0.0.1", "Interface the gRPC and REST ports bind to.")
+    flags.DEFINE_string(
+        "host", "127.0.0.1", "Interface the gRPC and REST ports bind to.", flag_values=flag_values
+    )
     flags.DEFINE_bool(
-        "embedded", False, "Use this server even if tensorflow_model_server is on PATH."
+        "embedded",
+        False,
+        "Use this server even if tensorflow_model_server is on PATH.",
+        flag_values=flag_values,
     )
 
 

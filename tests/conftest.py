@@ -35,3 +35,26 @@ def chinese_vocab() -> Path:
 @pytest.fixture(scope="session")
 def squad_scripts_dir() -> Path:
     return fetch.fetch("squad_scripts")
+
+
+@pytest.fixture
+def run_main(monkeypatch):
+    """Runs an absl script's `main` in-process on a fresh FlagValues with only its own flags.
+
+    Scripts define their flags in `define_flags(flag_values)` (never on import), so any number of
+    scripts can be exercised in one pytest process without duplicate-flag errors, and without
+    paying TensorFlow's import again in a subprocess.
+
+        run_main(run_squad, "--do_train", f"--output_dir={tmp_path}")
+    """
+
+    def run(module, *args: str) -> None:
+        from absl import flags
+
+        flag_values = flags.FlagValues()
+        module.define_flags(flag_values)
+        flag_values([module.__name__, *args])
+        monkeypatch.setattr(module, "FLAGS", flag_values)
+        module.main([module.__name__])
+
+    return run

@@ -307,11 +307,16 @@ def path(name: str, filename: str) -> Path:
 FLAGS = flags.FLAGS
 
 
-def define_flags() -> None:
-    """Defines this script's flags; called only when it runs as a program, so importing
-    the module (tests, other scripts) never defines flags twice."""
-    flags.DEFINE_bool("all", False, "Fetch every source.")
-    flags.DEFINE_list("sources", [], f"Sources to fetch, from: {', '.join(SOURCES)}.")
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
+    flags.DEFINE_bool("all", False, "Fetch every source.", flag_values=flag_values)
+    flags.DEFINE_list(
+        "sources", [], f"Sources to fetch, from: {', '.join(SOURCES)}.", flag_values=flag_values
+    )
 
 
 def main(argv: list[str]) -> None:

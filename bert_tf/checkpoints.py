@@ -1,4 +1,5 @@
-"""Checkpoint interop: google-research TF1 checkpoints, HF safetensors, and our google-named export.
+"""Checkpoint interop: google-research TF1 checkpoints, HF safetensors, our google-named export and
+the object-based `tf.train.Checkpoint`s of our training scripts (`training_checkpoint`).
 
 One table (`_table`) lists every BERT variable once with its google-research name, its HF name,
 where it lives in our Keras model and how the array layouts differ; reading google checkpoints,
@@ -32,6 +33,7 @@ prefix = checkpoints.save_google_checkpoint(encoder, "/tmp/minilm_google")
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -277,6 +279,7 @@ class _Source:
     load: Callable[[str], np.ndarray]
     unmapped: list[str]  # names in the checkpoint's own naming with no google equivalent
     config: BertConfig | None  # the checkpoint's own config, when one lies beside it
+    model: keras.Model | None = None  # the whole restored task model (object-based checkpoints)
 
 
 class CheckpointMismatchError(ValueError):
@@ -325,12 +328,80 @@ def _count_hf_layers(tensors: dict[str, np.ndarray]) -> int:
     return max(indices, default=-1) + 1
 
 
-# Format name -> reader; the object-based tf.train.Checkpoint of our trainer will be a third.
-_READERS: dict[str, Callable[[str], _Source]] = {"google": _read_google, "hf": _read_hf}
+# --- Object-based checkpoints of our training scripts ---------------------------------------
+
+# The serialized Keras config of the checkpointed model, stored as a string variable: it rebuilds
+# the exact model the object graph was written from, so the checkpoint needs no config file.
+MODEL_CONFIG_KEY = "model_config"
+_MODEL_CONFIG_TENSOR = f"{MODEL_CONFIG_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def training_checkpoint(model: keras.Model, optimizer=None, **extra) -> tf.train.Checkpoint:
+    """The object-based checkpoint our training scripts write: `load_pretrained` reads it back.
+
+    Tracks `encoder` (the model's `BertEncoder`), `model`, `optimizer` (when given), the model's
+    Keras config (`model_config`, a string variable) and any `extra` trackables (e.g. a step
+    counter). Save it with `tf.train.CheckpointManager` or `.write(prefix)`.
+
+    Example:
+
+        step = tf.Variable(0, dtype=tf.int64)
+        ckpt = training_checkpoint(model, optimizer, step=step)
+        tf.train.CheckpointManager(ckpt, "/tmp/run", max_to_keep=3).save(checkpoint_number=step)
+        load_pretrained(BertClassifier(build_encoder(config), 2), "/tmp/run")  # latest
+    """
+    reserved = {"encoder", "model", "optimizer", MODEL_CONFIG_KEY} & set(extra)
+    if reserved:
+        raise ValueError(f"training_checkpoint: extra names {sorted(reserved)} are reserved")
+    config = json.dumps(keras.saving.serialize_keras_object(model))
+    trackables = {
+        "encoder": find_encoder(model),
+        "model": model,
+        MODEL_CONFIG_KEY: tf.Variable(config, trainable=False, dtype=tf.string),
+        **extra,
+    }
+    if optimizer is not None:
+        trackables["optimizer"] = optimizer
+    return tf.train.Checkpoint(**trackables)
+
+
+def _read_object(path: str) -> _Source:
+    """Rebuilds the checkpointed model from its stored config and restores it by object graph."""
+    reader = tf.train.load_checkpoint(path)
+    if not reader.has_tensor(_MODEL_CONFIG_TENSOR):
+        raise ValueError(
+            f"{path}: object-based checkpoint without '{MODEL_CONFIG_KEY}': not written by "
+            "bert_tf.checkpoints.training_checkpoint"
+        )
+    config = json.loads(reader.get_tensor(_MODEL_CONFIG_TENSOR).decode("utf-8"))
+    model = keras.saving.deserialize_keras_object(config)
+    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    # Same class and config as the writer, so every model variable must be found; optimizer
+    # slots and extra trackables in the file are not needed here (expect_partial).
+    status = tf.train.Checkpoint(encoder=find_encoder(model), model=model).read(prefix)
+    status.expect_partial().assert_existing_objects_matched()
+    arrays = get_google_weights(model)
+    return _Source(
+        str(path),
+        {k: v.shape for k, v in arrays.items()},
+        arrays.__getitem__,
+        [],
+        find_encoder(model).bert_config,
+        model,
+    )
+
+
+# Format name -> reader.
+_READERS: dict[str, Callable[[str], _Source]] = {
+    "google": _read_google,
+    "hf": _read_hf,
+    "object": _read_object,
+}
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """ "hf" (HF folder or .safetensors) or "google" (google-named TF checkpoint prefix/dir)."""
+    """ "hf" (HF folder or .safetensors), "google" (google-named TF checkpoint prefix/dir) or
+    "object" (a `training_checkpoint` prefix/dir)."""
     path = str(path)
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, HF_WEIGHTS_NAME)):
@@ -352,10 +423,7 @@ def detect_format(path: str | os.PathLike) -> str:
     if any(name.startswith("bert/") for name in names):
         return "google"
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
-        raise NotImplementedError(
-            f"{path}: object-based tf.train.Checkpoint files are not readable yet; "
-            "export them with bert_tf.checkpoints.save_google_checkpoint"
-        )
+        return "object"
     raise ValueError(f"{path}: TF checkpoint without any google-research 'bert/...' variable")
 
 
@@ -387,15 +455,18 @@ def load_pretrained(
     """Loads BERT weights into a `BertEncoder` or task model; returns the loaded google names.
 
     `init_checkpoint` is a google-research checkpoint prefix or folder (ours are the same
-    format), an HF folder (config.json + model.safetensors) or a `.safetensors` file. The
-    pre-training heads are loaded when `model` has them (`BertPretrainer`); a checkpoint's heads
-    that the model lacks are skipped and logged, as are task heads the table does not cover.
+    format), an HF folder (config.json + model.safetensors), a `.safetensors` file, or a
+    `training_checkpoint` prefix or folder (latest checkpoint). The pre-training heads are
+    loaded when `model` has them (`BertPretrainer`); a checkpoint's heads that the model lacks
+    are skipped and logged, as are task heads the table does not cover, except that a
+    `training_checkpoint` of the same task model class also restores its task heads.
 
     Raises `CheckpointMismatchError` listing every variable missing in the checkpoint, every
     checkpoint variable the model cannot take, and every shape mismatch (checkpoint vs model),
     unless the matching `allow_missing` / `allow_unexpected` / `skip_mismatch` is set, in which
     case those variables are skipped and logged. Raises ValueError when the checkpoint's own
-    config (bert_config.json / config.json beside it) differs in architecture.
+    config (bert_config.json / config.json beside it, or the one a training checkpoint stores)
+    differs in architecture.
     """
     source = read_checkpoint(init_checkpoint)
     encoder = find_encoder(model)
@@ -413,6 +484,7 @@ def load_pretrained(
             mismatched[name] = (
                 f"{name}: checkpoint {tuple(source.shapes[name])} vs model {expected}"
             )
+    task_heads = _task_head_pairs(model, source, weights, missing, mismatched)
     problems = []
     for items, allowed, what, flag in (
         (missing, allow_missing, "missing in checkpoint", "allow_missing"),
@@ -435,6 +507,7 @@ def load_pretrained(
             "%s: %d variables not used by this model: %s", source.path, len(unused), unused
         )
     untouched = {id(v) for v in model.weights} - {id(v) for _, v in weights.values()}
+    untouched -= {id(v) for v, _ in task_heads.values()}
     if untouched:
         logging.info(
             "%s: %d model variables are task heads kept as initialised", source.path, len(untouched)
@@ -445,7 +518,43 @@ def load_pretrained(
             array = _from_google(source.load(name), row.layout, tuple(variable.shape))
             variable.assign(array.astype(variable.dtype))
             loaded.append(name)
+    for path, (variable, saved) in task_heads.items():
+        if path not in mismatched:
+            variable.assign(saved)
+            loaded.append(path)
     return loaded
+
+
+def _task_head_pairs(
+    model: keras.Model,
+    source: _Source,
+    weights: dict[str, tuple[_Row, keras.Variable]],
+    missing: list[str],
+    mismatched: dict[str, str],
+) -> dict[str, tuple[keras.Variable, keras.Variable]]:
+    """Variable path -> (model variable, checkpoint variable) of the task heads outside the table.
+
+    Only a restored model of the same class (object-based checkpoints) has them; variables are
+    matched by Keras path, which layer names fix. Adds to `missing` / `mismatched` in place.
+    """
+    if source.model is None or type(source.model) is not type(model):
+        return {}
+    saved = {v.path: v for v in source.model.weights}
+    in_table = {id(v) for _, v in weights.values()}
+    pairs = {}
+    for variable in model.weights:
+        if id(variable) in in_table:
+            continue
+        other = saved.get(variable.path)
+        if other is None:
+            missing.append(variable.path)
+            continue
+        if tuple(other.shape) != tuple(variable.shape):
+            mismatched[variable.path] = (
+                f"{variable.path}: checkpoint {tuple(other.shape)} vs model {tuple(variable.shape)}"
+            )
+        pairs[variable.path] = (variable, other)
+    return pairs
 
 
 # --- Writing google-research checkpoints ------------------------------------------------------

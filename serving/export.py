@@ -1,0 +1,667 @@
+r"""Exports BERT models as TF Serving SavedModels with tokenization inside the graph.
+
+Each export is one version folder under a model's base path, written to a temporary folder
+beside it and renamed, so a model server polling `export_dir` never sees a half-written version:
+
+    <export_dir>/<version>/saved_model.pb, variables/, assets/vocab.txt (for users; the
+    tokenizer has the vocab baked into the graph), assets.extra/tf_serving_warmup_requests
+
+Signatures (all inputs are string tensors [batch] unless noted):
+
+| export              | signature         | inputs                   | outputs                       |
+|---------------------|-------------------|--------------------------|-------------------------------|
+| `export_encoder`    | `serving_default` | `text`                   | `pooled_output`, `sequence_output`, `input_mask` |
+| (BertPretrainer)    | `fill_mask`       | `text` with `[MASK]`s, `top_k` (int32 scalar) | `top_k_tokens`, `top_k_ids`, `top_k_probabilities` [batch, masks, k], `mask_positions`, `mask_valid` [batch, masks] |
+| `export_classifier` | `serving_default` | `text_a`, `text_b` ("" = single sentence) | `logits`, `probabilities`, `label` |
+|                     | `classify`        | `inputs` (tf.Examples with `text_a` [, `text_b`]) | `classes`, `scores` [batch, C] |
+| (regression=True)   | `serving_default` | `text_a`, `text_b`       | `outputs` [batch]             |
+|                     | `regress`         | `inputs`                 | `outputs` [batch]             |
+| `export_squad`      | `serving_default` | `question`, `context`    | `answer_text`, `start_char`, `end_char`, `score` |
+
+Loading an export needs `import tensorflow_text` first (its ops); nothing else from this repo.
+
+Example:
+
+    python -m serving.export --task=encoder --init_checkpoint=$HOME/.cache/bert_tfx/minilm \
+        --export_dir=/models/bert_encoder --max_seq_length=128
+    # -> /models/bert_encoder/1 (the next free version)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+from absl import app, flags, logging
+from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+from bert_tf import checkpoints
+from bert_tf.checkpoints import find_encoder, has_pretraining_heads
+from bert_tf.tokenization import SPECIAL_TOKENS, BertPreprocessor
+from serving.signatures import set_method_names
+
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+VOCAB_ASSET = os.path.join("assets", "vocab.txt")
+MASK_TOKEN = SPECIAL_TOKENS[4]
+
+_STRINGS = tf.TensorSpec([None], tf.string)
+_ENCODER_WARMUP = [["A man is eating food."], ["Hello world!", "BERT in TF Serving."]]
+_PAIR_WARMUP = [
+    {"text_a": ["The movie was great."], "text_b": [""]},
+    {"text_a": ["Is it sunny?", "A dog runs."], "text_b": ["Yes, it is.", ""]},
+]
+_SQUAD_WARMUP = [
+    {"question": ["Who wrote it?"], "context": ["The book was written by Jane Austen in 1813."]}
+]
+
+# BERT's pre-tokenization split (google-research `BasicTokenizer`): whitespace separates words and
+# every punctuation or CJK character is a word of its own. Done with our own regex because the
+# offsets must point into the original text, and tf_text's BasicTokenizer lower-cases first.
+_PUNCTUATION = r"[!-/:-@\[-`{-~]|\p{P}"
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
+_WORD_DELIMITERS = rf"\s+|{_PUNCTUATION}|{_CJK}"
+_KEPT_DELIMITERS = rf"{_PUNCTUATION}|{_CJK}"
+
+
+# --- Writing a version folder -----------------------------------------------------------------
+
+
+def next_version(export_dir: str | os.PathLike) -> int:
+    """1 + the largest numeric version folder in `export_dir` (1 when there is none)."""
+    export_dir = os.fspath(export_dir)
+    if not tf.io.gfile.isdir(export_dir):
+        return 1
+    versions = [int(name) for name in tf.io.gfile.listdir(export_dir) if name.strip("/").isdigit()]
+    return max(versions, default=0) + 1
+
+
+def _warmup_log(model_name: str, inputs: dict) -> prediction_log_pb2.PredictionLog:
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    log = prediction_log_pb2.PredictionLog()
+    log.predict_log.request.CopyFrom(request)
+    return log
+
+
+def _write_version(
+    archive: keras.export.ExportArchive,
+    export_dir: str | os.PathLike,
+    version: int | None,
+    vocabulary: Sequence[str],
+    warmup: list[dict],
+    method_names: dict[str, str] | None = None,
+) -> str:
+    """Writes `archive` as `<export_dir>/<version>` (atomically); returns that path."""
+    export_dir = os.path.abspath(os.fspath(export_dir))
+    version = next_version(export_dir) if version is None else version
+    if version < 0:
+        raise ValueError(f"version must be a non-negative integer, got {version}")
+    target = os.path.join(export_dir, str(version))
+    if os.path.exists(target):
+        raise ValueError(f"{target} already exists: choose another version")
+    os.makedirs(export_dir, exist_ok=True)
+    # A non-numeric name beside the versions: TF Serving's poller ignores it until the rename.
+    tmp = tempfile.mkdtemp(dir=export_dir, prefix=f".tmp-export-{version}-")
+    try:
+        archive.write_out(tmp, verbose=False)
+        if method_names:
+            set_method_names(tmp, method_names)
+        os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
+        with open(os.path.join(tmp, VOCAB_ASSET), "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in vocabulary))
+        os.makedirs(os.path.join(tmp, "assets.extra"))
+        with tf.io.TFRecordWriter(os.path.join(tmp, WARMUP_FILE)) as writer:
+            for inputs in warmup:
+                writer.write(_warmup_log(os.path.basename(export_dir), inputs).SerializeToString())
+        os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logging.info("exported %s", target)
+    return target
+
+
+def _archive(
+    trackables: Sequence, endpoints: dict[str, tuple[Callable, list[tf.TensorSpec]]]
+) -> keras.export.ExportArchive:
+    archive = keras.export.ExportArchive()
+    for trackable in trackables:
+        archive.track(trackable)
+    for name, (fn, signature) in endpoints.items():
+        archive.add_endpoint(name, fn, input_signature=signature)
+    return archive
+
+
+# --- Encoder and masked LM ----------------------------------------------------------------------
+
+
+def mask_aware_features(preprocessor: BertPreprocessor, text: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Encoder inputs for text with literal "[MASK]"s, each kept as the [MASK] token.
+
+    `BertTokenizer` splits "[MASK]" into "[", "mask", "]" like any bracketed word, so the text
+    is split on "[MASK]", the pieces tokenized, and the mask id put back between them.
+    """
+    tokenizer = preprocessor.tokenizer
+    pieces = tf.strings.split(text, sep=MASK_TOKEN)  # [batch, (masks + 1)]
+    piece_ids = tokenizer(pieces.flat_values)
+    mask = tf.fill([tf.shape(pieces.flat_values)[0], 1], tokenizer.special_ids.mask)
+    with_mask = tf.concat([piece_ids, tf.RaggedTensor.from_tensor(mask)], axis=1)
+    # Every piece got a trailing [MASK]; the last piece of each text must not.
+    ids = pieces.with_flat_values(with_mask).merge_dims(1, 2)[:, :-1]
+    return preprocessor.packer(ids)
+
+
+def _fill_mask(model: keras.Model, preprocessor: BertPreprocessor):
+    tokenizer = preprocessor.tokenizer
+
+    def fill_mask(text, top_k):
+        features = mask_aware_features(preprocessor, text)
+        seq_length = tf.shape(features["input_word_ids"])[1]
+        is_mask = tf.equal(features["input_word_ids"], tokenizer.special_ids.mask)
+        positions = tf.ragged.boolean_mask(
+            tf.broadcast_to(tf.range(seq_length), tf.shape(is_mask)), is_mask
+        )
+        mask_positions = positions.to_tensor()
+        mask_valid = tf.sequence_mask(positions.row_lengths(), tf.shape(mask_positions)[1])
+        logits = model({**features, "masked_lm_positions": mask_positions}, training=False)
+        probabilities = tf.nn.softmax(tf.cast(logits["mlm_logits"], tf.float32))
+        k = tf.clip_by_value(top_k, 1, tokenizer.vocabulary_size)
+        top = tf.math.top_k(probabilities, k=k)
+        valid = mask_valid[:, :, None]
+        return {
+            "top_k_tokens": tf.where(valid, tokenizer.id_to_token(top.indices), ""),
+            "top_k_ids": tf.where(valid, top.indices, -1),
+            "top_k_probabilities": tf.where(valid, top.values, 0.0),
+            "mask_positions": mask_positions,
+            "mask_valid": mask_valid,
+        }
+
+    return fill_mask
+
+
+def export_encoder(
+    model: keras.Model,
+    preprocessor: BertPreprocessor,
+    export_dir: str | os.PathLike,
+    version: int | None = None,
+) -> str:
+    """Exports a `BertEncoder` (or a task model's encoder); returns the version path.
+
+    `serving_default`: `text` -> `pooled_output` [batch, H], `sequence_output` [batch, S, H],
+    `input_mask` [batch, S] (S = `preprocessor.seq_length`). A `BertPretrainer` also gets
+    `fill_mask` (see the module docstring). `version` defaults to the next free integer.
+    """
+    encoder = find_encoder(model)
+
+    def serve(text):
+        features = preprocessor(text)
+        outputs = encoder(features, training=False)
+        return {
+            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+            "input_mask": features["input_mask"],
+        }
+
+    endpoints = {"serving_default": (serve, [_STRINGS])}
+    if has_pretraining_heads(model):
+        top_k = tf.TensorSpec([], tf.int32)
+        endpoints["fill_mask"] = (_fill_mask(model, preprocessor), [_STRINGS, top_k])
+    archive = _archive([model, preprocessor], endpoints)
+    warmup = [{"text": np.array(texts, dtype=object)} for texts in _ENCODER_WARMUP]
+    return _write_version(archive, export_dir, version, preprocessor.tokenizer.vocabulary, warmup)
+
+
+# --- Classification / regression ----------------------------------------------------------------
+
+
+def pair_features(preprocessor: BertPreprocessor, text_a, text_b) -> dict[str, tf.Tensor]:
+    """Packs `text_a`/`text_b` per row: a `text_b` without tokens ("") packs `text_a` alone."""
+    a, b = preprocessor.tokenizer(text_a), preprocessor.tokenizer(text_b)
+    single, pair = preprocessor.packer(a), preprocessor.packer([a, b])
+    has_b = (b.row_lengths() > 0)[:, None]
+    return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
+
+
+def export_classifier(
+    classifier: keras.Model,
+    preprocessor: BertPreprocessor,
+    export_dir: str | os.PathLike,
+    version: int | None = None,
+    label_names: Sequence[str] | None = None,
+    regression: bool = False,
+) -> str:
+    """Exports a `BertClassifier` with `serving_default` and `classify` (or `regress`).
+
+    `serving_default`: `text_a`, `text_b` -> `logits`, `probabilities` [batch, C] and `label`
+    (the name from `label_names`, else the int32 class id); with `regression=True` (a
+    1-output classifier) -> `outputs` [batch]. `classify` / `regress` take serialized
+    tf.Examples (`inputs`) with bytes features `text_a` and optionally `text_b`.
+    """
+    num_classes = classifier.output_shape[-1]
+    if regression and num_classes != 1:
+        raise ValueError(f"regression needs a 1-output classifier, this one has {num_classes}")
+    if label_names is not None and len(label_names) != num_classes:
+        raise ValueError(
+            f"label_names has {len(label_names)} names for a {num_classes}-class classifier"
+        )
+    names = tf.constant(list(label_names or [str(i) for i in range(num_classes)]))
+
+    def logits_of(text_a, text_b):
+        features = pair_features(preprocessor, text_a, text_b)
+        return tf.cast(classifier(features, training=False), tf.float32)
+
+    def parse(inputs):
+        spec = {
+            "text_a": tf.io.FixedLenFeature([], tf.string),
+            "text_b": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        }
+        features = tf.io.parse_example(inputs, spec)
+        return logits_of(features["text_a"], features["text_b"])
+
+    if regression:
+
+        def serve(text_a, text_b):
+            return {"outputs": logits_of(text_a, text_b)[:, 0]}
+
+        def regress(inputs):
+            return {"outputs": parse(inputs)[:, 0]}
+
+        examples_key, examples_fn = "regress", regress
+        method = tf.saved_model.REGRESS_METHOD_NAME
+    else:
+
+        def serve(text_a, text_b):
+            logits = logits_of(text_a, text_b)
+            ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            label = tf.gather(names, ids) if label_names is not None else ids
+            return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label": label}
+
+        def classify(inputs):
+            scores = tf.nn.softmax(parse(inputs))
+            return {"classes": tf.tile(names[None], [tf.shape(scores)[0], 1]), "scores": scores}
+
+        examples_key, examples_fn = "classify", classify
+        method = tf.saved_model.CLASSIFY_METHOD_NAME
+    serve_spec = [
+        tf.TensorSpec([None], tf.string, name="text_a"),
+        tf.TensorSpec([None], tf.string, name="text_b"),
+    ]
+    examples_spec = [tf.TensorSpec([None], tf.string, name="inputs")]
+    archive = _archive(
+        [classifier, preprocessor],
+        {"serving_default": (serve, serve_spec), examples_key: (examples_fn, examples_spec)},
+    )
+    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in _PAIR_WARMUP]
+    return _write_version(
+        archive,
+        export_dir,
+        version,
+        preprocessor.tokenizer.vocabulary,
+        warmup,
+        {examples_key: method},
+    )
+
+
+# --- SQuAD ----------------------------------------------------------------------------------------
+
+
+def squad_answers(
+    span_model: keras.Model,
+    preprocessor: BertPreprocessor,
+    question: tf.Tensor,
+    context: tf.Tensor,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    max_answer_length: int = 30,
+) -> dict[str, tf.Tensor]:
+    """Best answer span per (question, context), over doc-stride windows of the context.
+
+    As google-research `run_squad.py`: the question (truncated to `max_query_length` tokens)
+    and a window of context tokens fill `[CLS] q [SEP] window [SEP]`; windows start every
+    `doc_stride` tokens; a span is valid when start <= end, it is at most `max_answer_length`
+    tokens long, both ends lie in the window's context part and the start token has its
+    "max context" in that window; the best valid span by start + end logit over all windows
+    wins. Token spans map back to the original context through word offsets, so answers are
+    exact substrings of it (whole BERT words: punctuation and CJK characters are words).
+
+    Returns `answer_text` (string), `start_char`, `end_char` (int32, Unicode characters into
+    `context`, end exclusive) and `score` (float32; -inf and "" when the context has no token).
+    """
+    tokenizer, packer = preprocessor.tokenizer, preprocessor.packer
+    seq_length = preprocessor.seq_length
+    batch = tf.shape(question)[0]
+    query = tokenizer(question)[:, :max_query_length]
+    query_lengths = tf.cast(query.row_lengths(), tf.int32)
+
+    # Context tokens with the byte span of the word each one comes from.
+    words, word_begin, word_end = tf_text.regex_split_with_offsets(
+        context, _WORD_DELIMITERS, _KEPT_DELIMITERS
+    )
+    pieces = tokenizer(words.flat_values)  # [words, (wordpieces)]
+    piece_word = pieces.value_rowids()
+    tokens_per_context = tf.reduce_sum(words.with_flat_values(pieces.row_lengths()), axis=1)
+    context_ids = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tokens_per_context)
+    token_begin = tf.gather(word_begin.flat_values, piece_word)
+    token_end = tf.gather(word_end.flat_values, piece_word)
+    num_tokens = tf.cast(context_ids.row_lengths(), tf.int32)
+    context_starts = tf.cast(context_ids.row_starts(), tf.int32)
+
+    # Windows: `window_size` context tokens each, starting every `stride` tokens.
+    window_size = seq_length - 3 - query_lengths  # minus [CLS] and two [SEP]
+    stride = tf.minimum(doc_stride, window_size)
+    num_windows = 1 + tf.maximum(0, (num_tokens - window_size + stride - 1) // stride)
+    example = tf.repeat(tf.range(batch), num_windows)
+    window_start = tf.ragged.range(num_windows).flat_values * tf.gather(stride, example)
+    window_length = tf.minimum(
+        tf.gather(window_size, example), tf.gather(num_tokens, example) - window_start
+    )
+    in_window = tf.ragged.range(window_start, window_start + window_length)  # context positions
+    flat_index = in_window + tf.gather(context_starts, example)[:, None]
+    window_ids = flat_index.with_flat_values(tf.gather(context_ids.flat_values, flat_index.values))
+    features = packer([tf.gather(query, example), window_ids])
+    logits = span_model(features, training=False)
+
+    # google-research `_check_is_max_context`: a token's context in a window is its distance to
+    # the nearer window edge (+ 0.01 * window length); only its best window may start a span.
+    offset = in_window - window_start[:, None]
+    context_score = tf.cast(tf.minimum(offset, window_length[:, None] - 1 - offset), tf.float32)
+    context_score += 0.01 * tf.cast(window_length, tf.float32)[:, None]
+    best_context = tf.math.unsorted_segment_max(
+        context_score.flat_values, flat_index.flat_values, tf.shape(context_ids.flat_values)[0]
+    )
+    is_max_context = context_score.with_flat_values(
+        context_score.flat_values >= tf.gather(best_context, flat_index.flat_values)
+    ).to_tensor(default_value=False, shape=[None, seq_length])
+
+    # Sequence position p holds window token p - first; first = 1 + question + 1.
+    first = tf.gather(query_lengths, example) + 2
+    window_token = tf.range(seq_length)[None, :] - first[:, None]
+    in_context = (window_token >= 0) & (window_token < window_length[:, None])
+    can_start = in_context & tf.gather(
+        is_max_context, tf.clip_by_value(window_token, 0, seq_length - 1), batch_dims=1
+    )
+    ones = tf.ones([seq_length, seq_length])
+    band = tf.cast(tf.linalg.band_part(ones, 0, max_answer_length - 1), tf.bool)  # 0 <= e-s < max
+    valid = band[None] & can_start[:, :, None] & in_context[:, None, :]
+    start_logits = tf.cast(logits["start_logits"], tf.float32)
+    end_logits = tf.cast(logits["end_logits"], tf.float32)
+    scores = start_logits[:, :, None] + end_logits[:, None, :]
+    scores = tf.reshape(tf.where(valid, scores, -np.inf), [-1, seq_length * seq_length])
+    window_best = tf.argmax(scores, axis=1, output_type=tf.int32)
+    window_score = tf.reduce_max(scores, axis=1)
+
+    # Best window per example.
+    per_example = tf.RaggedTensor.from_row_lengths(window_score, num_windows)
+    best_window = tf.argmax(
+        per_example.to_tensor(default_value=-np.inf), axis=1, output_type=tf.int32
+    ) + tf.cast(per_example.row_starts(), tf.int32)
+    score = tf.gather(window_score, best_window)
+    found = score > -np.inf
+    span = tf.gather(window_best, best_window)
+    start_token = span // seq_length - tf.gather(first, best_window)
+    end_token = span % seq_length - tf.gather(first, best_window)
+    to_flat = tf.gather(window_start, best_window) + context_starts
+    # One padding entry so the gathers stay in range when no context has any token.
+    begin_bytes = tf.concat([token_begin, [0]], 0)
+    end_bytes = tf.concat([token_end, [0]], 0)
+    last = tf.shape(token_begin)[0]
+    begin = tf.gather(begin_bytes, tf.clip_by_value(to_flat + start_token, 0, last))
+    end = tf.gather(end_bytes, tf.clip_by_value(to_flat + end_token, 0, last))
+    begin = tf.where(found, tf.cast(begin, tf.int32), 0)
+    end = tf.where(found, tf.cast(end, tf.int32), 0)
+    answer = tf.strings.substr(context, begin, end - begin)
+    start_char = tf.strings.length(
+        tf.strings.substr(context, tf.zeros_like(begin), begin), unit="UTF8_CHAR"
+    )
+    return {
+        "answer_text": answer,
+        "start_char": start_char,
+        "end_char": start_char + tf.strings.length(answer, unit="UTF8_CHAR"),
+        "score": score,
+    }
+
+
+def export_squad(
+    span_model: keras.Model,
+    preprocessor: BertPreprocessor,
+    export_dir: str | os.PathLike,
+    version: int | None = None,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    max_answer_length: int = 30,
+) -> str:
+    """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) -> `squad_answers`.
+
+    `preprocessor.seq_length` is the window length (google-research `max_seq_length`).
+    """
+    if not 1 <= max_query_length <= preprocessor.seq_length - 4:
+        raise ValueError(
+            f"max_query_length must be in 1..{preprocessor.seq_length - 4} (seq_length "
+            f"{preprocessor.seq_length} minus [CLS], two [SEP] and one context token), "
+            f"got {max_query_length}"
+        )
+    for name, value in (("doc_stride", doc_stride), ("max_answer_length", max_answer_length)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+    def serve(question, context):
+        return squad_answers(
+            span_model,
+            preprocessor,
+            question,
+            context,
+            doc_stride,
+            max_query_length,
+            max_answer_length,
+        )
+
+    spec = [
+        tf.TensorSpec([None], tf.string, name="question"),
+        tf.TensorSpec([None], tf.string, name="context"),
+    ]
+    archive = _archive([span_model, preprocessor], {"serving_default": (serve, spec)})
+    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in _SQUAD_WARMUP]
+    return _write_version(archive, export_dir, version, preprocessor.tokenizer.vocabulary, warmup)
+
+
+# --- Command line ---------------------------------------------------------------------------------
+
+FLAGS = flags.FLAGS
+TASKS = ("encoder", "classifier", "squad")
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
+    flags.DEFINE_enum("task", None, TASKS, "What to export.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "google-research/our checkpoint, HF folder or training checkpoint (format detected).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "bert_config.json (default: the checkpoint's own config).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocab (default: vocab.txt beside the ckpt).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lowercase and strip accents (uncased models).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "export_dir", None, "The model's base path: <base>/<model_name>.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "version", None, "Version folder name (default: the next integer).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "num_labels",
+        None,
+        "Classifier classes (default: len(label_names)).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "label_names", None, "Classifier class names, comma-separated.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "regression", False, "Classifier is a 1-output regression model.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "doc_stride", 128, "SQuAD: tokens between window starts.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_query_length", 64, "SQuAD: question tokens kept.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
+    )
+
+
+def _num_classes(num_labels: int | None, label_names: list[str] | None, regression: bool) -> int:
+    if regression:
+        if label_names or num_labels not in (None, 1):
+            raise ValueError("--regression: takes no --label_names and --num_labels must be 1")
+        return 1
+    if label_names and num_labels is not None and num_labels != len(label_names):
+        raise ValueError(
+            f"--num_labels={num_labels} but --label_names has {len(label_names)} names"
+        )
+    num_classes = num_labels if num_labels is not None else len(label_names or [])
+    if num_classes < 2:
+        raise ValueError(
+            "--num_labels/--label_names: a classifier needs >= 2 classes (or use --regression)"
+        )
+    return num_classes
+
+
+def build_and_export(
+    task: str,
+    init_checkpoint: str,
+    export_dir: str,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+    do_lower_case: bool = True,
+    max_seq_length: int = 128,
+    version: int | None = None,
+    num_labels: int | None = None,
+    label_names: list[str] | None = None,
+    regression: bool = False,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    max_answer_length: int = 30,
+) -> str:
+    """Builds the `task` model, loads `init_checkpoint` and exports it (the script's work).
+
+    Raises ValueError (naming the flag) on bad arguments.
+    """
+    from bert_tf.encoder import build_encoder
+    from bert_tf.flags_util import checkpoint_file, resolve_config
+    from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
+
+    if task not in TASKS:
+        raise ValueError(f"--task: expected one of {list(TASKS)}, got {task!r}")
+    config = resolve_config(init_checkpoint, bert_config_file)
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise ValueError(
+            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
+            f"(max_position_embeddings), got {max_seq_length}"
+        )
+    vocab_file = vocab_file or checkpoint_file(init_checkpoint, "vocab.txt")
+    if not vocab_file:
+        raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
+    preprocessor = BertPreprocessor(vocab_file, seq_length=max_seq_length, lower_case=do_lower_case)
+    if preprocessor.tokenizer.vocabulary_size != config.vocab_size:
+        raise ValueError(
+            f"--vocab_file={vocab_file} has {preprocessor.tokenizer.vocabulary_size} tokens, "
+            f"the model's vocab_size is {config.vocab_size}"
+        )
+    encoder = build_encoder(config)
+    if task == "encoder":
+        source = checkpoints.read_checkpoint(init_checkpoint)
+        # Export fill_mask too when the checkpoint has the masked-LM head.
+        has_mlm = "cls/predictions/output_bias" in source.shapes
+        model = BertPretrainer(encoder) if has_mlm else encoder
+    elif task == "classifier":
+        model = BertClassifier(encoder, _num_classes(num_labels, label_names, regression))
+    else:
+        model = BertSpanLabeler(encoder)
+    checkpoints.load_pretrained(model, init_checkpoint)
+    if task == "encoder":
+        return export_encoder(model, preprocessor, export_dir, version)
+    if task == "classifier":
+        return export_classifier(
+            model, preprocessor, export_dir, version, label_names or None, regression
+        )
+    return export_squad(
+        model,
+        preprocessor,
+        export_dir,
+        version,
+        doc_stride=doc_stride,
+        max_query_length=max_query_length,
+        max_answer_length=max_answer_length,
+    )
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    for name in ("task", "init_checkpoint", "export_dir"):
+        if not FLAGS[name].value:
+            sys.exit(f"error: --{name} is required")
+    if not os.path.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
+        FLAGS.init_checkpoint + ".index"
+    ):
+        sys.exit(f"error: --init_checkpoint={FLAGS.init_checkpoint}: no such checkpoint")
+    try:
+        path = build_and_export(
+            FLAGS.task,
+            FLAGS.init_checkpoint,
+            FLAGS.export_dir,
+            bert_config_file=FLAGS.bert_config_file,
+            vocab_file=FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case,
+            max_seq_length=FLAGS.max_seq_length,
+            version=FLAGS.version,
+            num_labels=FLAGS.num_labels,
+            label_names=FLAGS.label_names,
+            regression=FLAGS.regression,
+            doc_stride=FLAGS.doc_stride,
+            max_query_length=FLAGS.max_query_length,
+            max_answer_length=FLAGS.max_answer_length,
+        )
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
+    print(path)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

@@ -118,7 +118,7 @@ def main(argv):
             sys.exit(f"error: --{flag} is required")
     try:
         prefix = convert(FLAGS.input, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.allow_missing)
-    except (ValueError, FileNotFoundError, NotImplementedError) as e:
+    except (ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")
     print(prefix)
 

@@ -207,7 +207,7 @@ def main(argv: list[str]) -> None:
         encoder = build_encoder(config)
         checkpoints.load_pretrained(encoder, FLAGS.init_checkpoint)
         examples = read_examples(FLAGS.input_file)
-    except (ValueError, OSError, NotImplementedError) as e:
+    except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
     if not examples:
         sys.exit(f"error: --input_file={FLAGS.input_file} has no lines")

@@ -2,27 +2,17 @@
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import grpc
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import (
-    get_model_status_pb2,
-    model_service_pb2_grpc,
     predict_pb2,
     prediction_log_pb2,
 )
 
+from serving.process import ServerProcess
 from serving.signatures import set_method_names
-
-REPO = Path(__file__).resolve().parents[2]
-AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
 
 
 class StringsModel(tf.Module):
@@ -134,66 +124,6 @@ def saved_models(tmp_path_factory) -> dict[str, Path]:
         "affine3": save_affine_model(root / "affine3", 3.0),
         "examples": save_examples_model(root / "examples"),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerProcess:
-    """`python -m serving.server` on free loopback ports; `stop()` sends SIGTERM."""
-
-    def __init__(self, args: list[str], log_path: Path, env: dict | None = None):
-        self.port, self.rest_port = free_port(), free_port()
-        self.target = f"127.0.0.1:{self.port}"
-        self.rest = f"http://127.0.0.1:{self.rest_port}"
-        self.log_path = log_path
-        command = [
-            sys.executable,
-            "-m",
-            "serving.server",
-            f"--port={self.port}",
-            f"--rest_api_port={self.rest_port}",
-            *args,
-        ]
-        self.process = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=env,
-            stdout=log_path.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-        self.channel = grpc.insecure_channel(self.target)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_available(self, model_name: str, timeout: float = 180) -> None:
-        stub = model_service_pb2_grpc.ModelServiceStub(self.channel)
-        request = get_model_status_pb2.GetModelStatusRequest()
-        request.model_spec.name = model_name
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.log()}")
-            try:
-                statuses = stub.GetModelStatus(request, timeout=5).model_version_status
-                if any(s.state == AVAILABLE for s in statuses):
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"{model_name} not available:\n{self.log()}")
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=60)
-        finally:
-            self.channel.close()
 
 
 @pytest.fixture

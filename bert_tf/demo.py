@@ -7,17 +7,21 @@ r"""`make demo`: the main job, end to end on package-shipped data.
 4. Load the real all-MiniLM-L6-v2 BERT into our Keras encoder, check the reference numbers of the
    original model, embed sentences from raw text, and score the Lee document-similarity set
    against human ratings.
+5. Export it as a TF Serving SavedModel (in-graph tokenization), start the model server on it
+   (`tensorflow_model_server` when installed, else ours), query it over gRPC with the official
+   `PredictionService` stub, check the answer equals the in-process model, and stop the server.
 
 Usage: python -m bert_tf.demo [--output_dir=runs/demo]
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
 import numpy as np
-from absl import app, flags, logging
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 
@@ -48,6 +52,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 # Reference values of all-MiniLM-L6-v2 computed with HF transformers on PyTorch.
 REFERENCE_IDS = [101, 1037, 2158, 2003, 5983, 2833, 1012, 102]
 REFERENCE_CLS_FIRST5 = [-0.00255, 0.117697, 0.003738, 0.244708, -0.517231]
+STEPS = 5
 SENTENCES = [
     "A man is eating food.",
     "A man is eating a piece of bread.",
@@ -57,7 +62,7 @@ SENTENCES = [
 
 
 def _step(number: int, title: str) -> float:
-    print(f"\n[{number}/4] {title}", flush=True)
+    print(f"\n[{number}/{STEPS}] {title}", flush=True)
     return time.perf_counter()
 
 
@@ -84,6 +89,40 @@ def _lee_similarity(encoder, gensim_dir: Path) -> tuple[float, float, int]:
         float(stats.spearmanr(cosines, human)[0]),
         len(documents),
     )
+
+
+def _serve_and_query(export_base: Path, log_path: Path, expected: np.ndarray) -> None:
+    """Serves `export_base` (TF Serving layout), sends gRPC requests, prints the answers."""
+    from serving.client import ServingClient
+    from serving.process import ServerProcess
+
+    model_name = export_base.name
+    server = ServerProcess(
+        [f"--model_name={model_name}", f"--model_base_path={export_base}"], log_path
+    )
+    try:
+        server.wait_available(model_name)
+        print(f"      model server up: gRPC {server.target}, REST {server.rest} (log {log_path})")
+        with ServingClient(server.target) as client:
+            signatures = sorted(s for s in client.metadata(model_name) if not s.startswith("__"))
+            print(f"      GetModelMetadata: signatures {signatures}")
+            texts = np.array(SENTENCES[:2], dtype=object)
+            outputs = client.predict(model_name, {"text": texts})
+            pooled = outputs["pooled_output"]
+            print(
+                f"      Predict serving_default (text -> pooled_output {list(pooled.shape)}); "
+                f"max |served - in-process| = {np.abs(pooled - expected).max():.2e}"
+            )
+            if "fill_mask" in signatures:
+                masked = np.array(["the capital of france is [MASK] ."], dtype=object)
+                answer = client.predict(
+                    model_name, {"text": masked, "top_k": np.int32(5)}, signature="fill_mask"
+                )
+                tokens = [t.decode() for t in answer["top_k_tokens"][0, 0]]
+                print(f"      Predict fill_mask: {masked[0]!r} -> {tokens}")
+    finally:
+        code = server.stop()
+        print(f"      model server stopped (SIGTERM, exit code {code})")
 
 
 def main(argv: list[str]) -> None:
@@ -156,10 +195,20 @@ def main(argv: list[str]) -> None:
     _done(start)
     if not ok:
         raise SystemExit("error: the encoder does not reproduce the reference outputs")
-    print(
-        "\ndemo finished: pipeline, model server and query arrive with the pipeline and serving work"
+
+    start = _step(5, "TF Serving: export, serve, query over gRPC")
+    from serving import export
+
+    export_base = output_dir / "serving" / "minilm"
+    shutil.rmtree(export_base, ignore_errors=True)
+    version = export.export_encoder(encoder.encoder, encoder.preprocessor, export_base, version=1)
+    print(f"      exported SavedModel -> {version}")
+    in_process = encoder.encoder(encoder.preprocessor(tf.constant(SENTENCES[:2])))
+    _serve_and_query(
+        export_base, output_dir / "model_server.log", in_process["pooled_output"].numpy()
     )
-    logging.info("demo output in %s", output_dir)
+    _done(start)
+    print(f"\ndemo finished; files in {output_dir}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,381 @@
+r"""Fine-tunes BERT on a GLUE task or any labelled TSV/CSV (google-research `run_classifier.py`).
+
+Same flags as google-research/bert, plus `--optimizer`, `--use_mixed_precision`, `--use_xla`,
+`--distribution_strategy`, `--gradient_accumulation_steps` and `--seed`. Outputs in
+`--output_dir`: training checkpoints `ckpt-<step>` (rerunning the same command resumes from the
+latest), `training_log.json`, `training_curve.png`, TensorBoard events, `bert_config.json`,
+`eval_results.txt` (`key = value` lines) and `test_results.tsv` (one line per test example:
+the class probabilities, tab-separated; the score for STS-B).
+
+`--init_checkpoint` takes a google-research checkpoint, one of ours, or an HF folder; the
+config and vocab default to the files beside it. Tasks: see `bert_tf.glue`.
+
+Example:
+
+    python -m bert_tf.run_classifier --task_name=MRPC --data_dir=glue_data/MRPC \
+      --init_checkpoint=$HOME/.cache/bert_tfx/minilm --do_train --do_eval \
+      --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3 \
+      --output_dir=/tmp/mrpc_output
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import app, flags, logging
+
+from bert_tf import checkpoints, glue, training
+from bert_tf.encoder import build_encoder
+from bert_tf.flags_util import checkpoint_file, resolve_config
+from bert_tf.models import BertClassifier
+from bert_tf.optimization import create_optimizer
+from bert_tf.tokenization import BertPreprocessor
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`); called when it runs as a program, or by
+    tests on their own `FlagValues`, so importing the module never defines flags twice."""
+    flags.DEFINE_string(
+        "task_name", None, f"One of {list(glue.PROCESSORS)}.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "data_dir", None, "Folder with the task's train/dev/test files.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocab (default: vocab.txt beside the ckpt).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "bert_config.json (default: the checkpoint's own config).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "google-research/our checkpoint or HF folder.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output_dir", None, "Checkpoints, logs and results go here.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lowercase and strip accents (uncased models).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool("do_train", False, "Fine-tune on train.", flag_values=flag_values)
+    flags.DEFINE_bool(
+        "do_eval", False, "Evaluate on dev; writes eval_results.txt.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_predict", False, "Predict on test; writes test_results.tsv.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_seq_length", 128, "Tokens per example, [CLS]/[SEP] included.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "train_batch_size",
+        32,
+        "Examples per optimizer step (all replicas).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "eval_batch_size", 8, "Examples per evaluation batch.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "predict_batch_size", 8, "Examples per prediction batch.", flag_values=flag_values
+    )
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=flag_values)
+    flags.DEFINE_float(
+        "num_train_epochs", 3.0, "Epochs over train (may be fractional).", flag_values=flag_values
+    )
+    flags.DEFINE_float(
+        "warmup_proportion", 0.1, "Fraction of steps with linear warmup.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "save_checkpoints_steps", 1000, "Steps between checkpoints.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "iterations_per_loop", 1000, "Steps per compiled training loop.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "log_steps", 100, "Steps between log lines / summaries.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "keep_checkpoint_max", 5, "Training checkpoints kept.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "use_mixed_precision", False, "Compute in --mixed_precision_dtype.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "mixed_precision_dtype",
+        "float16",
+        ["float16", "bfloat16"],
+        "float16 uses loss scaling.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "use_xla", False, "XLA-compile the training and prediction steps.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "distribution_strategy",
+        "one_device",
+        list(training.STRATEGIES),
+        "tf.distribute strategy.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "tpu_name", None, "TPU name or grpc:// address (tpu strategy).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "gradient_accumulation_steps",
+        1,
+        "Micro-batches per optimizer step.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "seed", None, "Seed for initialisation, shuffling and dropout.", flag_values=flag_values
+    )
+
+
+def make_dataset(
+    examples: Sequence[glue.InputExample],
+    preprocessor,
+    label_list: Sequence[str],
+    batch_size: int,
+    training_mode: bool,
+    seed: int | None = None,
+) -> tf.data.Dataset:
+    """Batches of (encoder inputs, label ids / float scores) tokenized in-graph.
+
+    Training: shuffled each epoch (with `seed`), repeated, full batches only. The pipeline
+    shuffles example indexes rather than texts, so its checkpointed state stays small.
+    """
+    if not examples:
+        raise ValueError("no examples to batch")
+    has_pair = examples[0].text_b is not None
+    texts_a = tf.constant([e.text_a for e in examples])
+    texts_b = tf.constant([e.text_b or "" for e in examples])
+    if label_list:
+        index = {label: i for i, label in enumerate(label_list)}
+        labels = tf.constant([index.get(e.label, 0) for e in examples], tf.int32)
+    else:
+        labels = tf.constant([e.label or 0.0 for e in examples], tf.float32)
+    dataset = tf.data.Dataset.range(len(examples))
+    if training_mode:
+        dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=training_mode)
+
+    def features(ids):
+        segments = (tf.gather(texts_a, ids), tf.gather(texts_b, ids))
+        inputs = preprocessor(segments if has_pair else segments[0])
+        # Static shapes (ragged tokenization loses the batch size) for XLA and the trainer.
+        shape = [batch_size if training_mode else None, preprocessor.seq_length]
+        inputs = {k: tf.ensure_shape(v, shape) for k, v in inputs.items()}
+        return inputs, tf.gather(labels, ids)
+
+    return dataset.map(features, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def classification_loss_fn(num_classes: int) -> training.LossFn:
+    """Mean cross-entropy and accuracy, or mean squared error for `num_classes=1`."""
+
+    def loss_fn(model, batch):
+        features, labels = batch
+        logits = model(features, training=True)
+        if num_classes == 1:
+            return tf.reduce_mean(tf.square(logits[:, 0] - labels)), {}
+        loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
+        return tf.reduce_mean(loss), {"accuracy": tf.reduce_mean(tf.cast(correct, tf.float32))}
+
+    return loss_fn
+
+
+def evaluate(
+    task_name: str, logits: np.ndarray, examples: Sequence[glue.InputExample], label_list
+) -> dict[str, float]:
+    """`eval_loss` and the task's metrics, prefixed `eval_` as google-research writes them."""
+    if label_list:
+        labels = np.array([label_list.index(e.label) for e in examples])
+        log_probs = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+        loss = -np.mean(log_probs[np.arange(len(labels)), labels])
+        predictions = np.argmax(logits, axis=-1)
+    else:
+        labels = np.array([e.label for e in examples], dtype=np.float64)
+        predictions = logits[:, 0]
+        loss = np.mean(np.square(predictions - labels))
+    metrics = glue.compute_metrics(task_name, predictions, labels)
+    return {"eval_loss": float(loss), **{f"eval_{k}": v for k, v in metrics.items()}}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _check_flags(args: flags.FlagValues) -> None:
+    if not (args.do_train or args.do_eval or args.do_predict):
+        raise ValueError("at least one of --do_train, --do_eval or --do_predict must be set")
+    for name in ("task_name", "data_dir", "output_dir"):
+        if not args[name].value:
+            raise ValueError(f"--{name} is required")
+    if not os.path.isdir(args.data_dir):
+        raise ValueError(f"--data_dir={args.data_dir}: no such folder")
+    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+        if args[name].value <= 0:
+            raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
+    if not 0 <= args.warmup_proportion <= 1:
+        raise ValueError(f"--warmup_proportion: expected 0..1, got {args.warmup_proportion}")
+    if args.init_checkpoint and not tf.io.gfile.glob(args.init_checkpoint + "*"):
+        raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
+
+
+def run(args: flags.FlagValues = FLAGS) -> None:
+    """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
+    _check_flags(args)
+    processor = glue.get_processor(args.task_name)
+    config = resolve_config(args.init_checkpoint, args.bert_config_file)
+    if not 3 <= args.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(
+            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
+            f"(max_position_embeddings), got {args.max_seq_length}"
+        )
+    vocab_file = args.vocab_file or (
+        args.init_checkpoint and checkpoint_file(args.init_checkpoint, "vocab.txt")
+    )
+    if not vocab_file:
+        raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
+    preprocessor = BertPreprocessor(
+        vocab_file, seq_length=args.max_seq_length, lower_case=args.do_lower_case
+    )
+    if preprocessor.tokenizer.vocabulary_size > config.vocab_size:
+        raise ValueError(
+            f"--vocab_file={vocab_file} has {preprocessor.tokenizer.vocabulary_size} tokens, "
+            f"more than the model's vocab_size {config.vocab_size}"
+        )
+    label_list = processor.get_labels(args.data_dir)
+    train_examples = processor.get_train_examples(args.data_dir) if args.do_train else []
+    eval_examples = processor.get_dev_examples(args.data_dir) if args.do_eval else []
+    test_examples = processor.get_test_examples(args.data_dir) if args.do_predict else []
+    num_train_steps = int(len(train_examples) / args.train_batch_size * args.num_train_epochs)
+    if args.do_train and num_train_steps < 1:
+        raise ValueError(
+            f"--num_train_epochs={args.num_train_epochs} with {len(train_examples)} "
+            f"examples and --train_batch_size={args.train_batch_size} gives no step"
+        )
+    if args.seed is not None:
+        training.set_seed(args.seed)
+    if args.use_mixed_precision:
+        training.set_precision(f"mixed_{args.mixed_precision_dtype}")
+    strategy = training.get_strategy(args.distribution_strategy, args.tpu_name)
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(output_dir / "bert_config.json")
+    num_classes = len(label_list) or 1
+    with strategy.scope():
+        model = BertClassifier(build_encoder(config), num_classes)
+    global_step = 0
+    if args.do_train:
+        with strategy.scope():
+            optimizer = create_optimizer(
+                args.learning_rate,
+                num_train_steps,
+                int(num_train_steps * args.warmup_proportion),
+                args.optimizer,
+            )
+        trainer = training.Trainer(
+            model,
+            optimizer,
+            classification_loss_fn(num_classes),
+            output_dir,
+            strategy,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            steps_per_loop=args.iterations_per_loop,
+            save_checkpoints_steps=args.save_checkpoints_steps,
+            log_every_steps=args.log_steps,
+            keep_checkpoint_max=args.keep_checkpoint_max,
+            jit_compile=args.use_xla,
+        )
+        logging.info(
+            "training: %d examples, batch %d, %d steps",
+            len(train_examples),
+            args.train_batch_size,
+            num_train_steps,
+        )
+        dataset = make_dataset(
+            train_examples,
+            preprocessor,
+            label_list,
+            args.train_batch_size,
+            training_mode=True,
+            seed=args.seed,
+        )
+        trainer.train(dataset, num_train_steps, args.init_checkpoint)
+        global_step = int(trainer.global_step)
+    elif latest := training.restore_latest(model, output_dir):
+        global_step = int(latest.rsplit("-", 1)[1])
+        logging.info("restored %s", latest)
+    elif args.init_checkpoint:
+        checkpoints.load_pretrained(model, args.init_checkpoint)
+
+    if args.do_eval:
+        dataset = make_dataset(
+            eval_examples, preprocessor, label_list, args.eval_batch_size, training_mode=False
+        )
+        logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
+        result = {
+            **evaluate(processor.name, logits, eval_examples, label_list),
+            "global_step": global_step,
+        }
+        _write_atomic(
+            output_dir / "eval_results.txt",
+            "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
+        )
+        for key in sorted(result):
+            logging.info("eval %s = %s", key, result[key])
+    if args.do_predict:
+        dataset = make_dataset(
+            test_examples, preprocessor, label_list, args.predict_batch_size, training_mode=False
+        )
+        logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
+        outputs = tf.nn.softmax(logits).numpy() if label_list else logits
+        _write_atomic(
+            output_dir / "test_results.tsv",
+            "".join("\t".join(str(v) for v in row) + "\n" for row in outputs),
+        )
+        logging.info("wrote %d predictions to %s", len(outputs), output_dir / "test_results.tsv")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    try:
+        run()
+    except (ValueError, OSError, FloatingPointError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

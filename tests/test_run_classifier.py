@@ -1,0 +1,181 @@
+"""run_classifier end to end on gensim's Pang & Lee polarity sentences (tiny model, MiniLM)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from absl import flags
+from safetensors.numpy import load_file
+
+from bert_tf import run_classifier, training
+from bert_tf.configs import BertConfig
+from bert_tf.data import corpora
+from bert_tf.encoder import build_encoder
+from bert_tf.models import BertClassifier
+
+TINY = BertConfig(
+    vocab_size=30522,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+)
+
+
+@pytest.fixture(scope="module")
+def polarity_dir(tmp_path_factory, gensim_dir) -> Path:
+    """Generic-format TSVs: train 160 / dev 40 labelled sentences, test 40 unlabelled."""
+    examples = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
+    random.Random(0).shuffle(examples)
+    folder = tmp_path_factory.mktemp("polarity")
+    for name, part in (("train", examples[:160]), ("dev", examples[160:])):
+        lines = [f"{text}\t{['neg', 'pos'][label]}\n" for text, label in part]
+        (folder / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(lines))
+    test = "".join(f"{text}\n" for text, _ in examples[160:])
+    (folder / "test.tsv").write_text("sentence\n" + test)
+    TINY.to_json_file(folder / "tiny_config.json")
+    return folder
+
+
+def _args(**values) -> flags.FlagValues:
+    args = flags.FlagValues()
+    run_classifier.define_flags(args)
+    argv = [f"--{k}={v}" for k, v in values.items() if not isinstance(v, bool)]
+    argv += [f"--{'' if v else 'no'}{k}" for k, v in values.items() if isinstance(v, bool)]
+    args(["run_classifier", *argv])
+    return args
+
+
+def _tiny_flags(data_dir: Path, output_dir: Path, minilm_dir: Path, **overrides) -> dict:
+    return {
+        "task_name": "text_classification",
+        "data_dir": data_dir,
+        "vocab_file": minilm_dir / "vocab.txt",
+        "bert_config_file": data_dir / "tiny_config.json",
+        "output_dir": output_dir,
+        "max_seq_length": 32,
+        "train_batch_size": 16,
+        "learning_rate": 1e-3,
+        "seed": 1,
+        **overrides,
+    }
+
+
+def _eval_results(output_dir: Path) -> dict[str, float]:
+    lines = (output_dir / "eval_results.txt").read_text().splitlines()
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def test_train_eval_predict_tiny_model(polarity_dir, minilm_dir, tmp_path):
+    values = _tiny_flags(
+        polarity_dir,
+        tmp_path,
+        minilm_dir,
+        num_train_epochs=2,
+        save_checkpoints_steps=10,
+        log_steps=5,
+    )
+    run_classifier.run(_args(do_train=True, do_eval=True, do_predict=True, **values))
+    result = _eval_results(tmp_path)
+    assert set(result) == {"eval_accuracy", "eval_loss", "global_step"}
+    assert 0 <= result["eval_accuracy"] <= 1 and np.isfinite(result["eval_loss"])
+    assert result["global_step"] == 20  # 160 examples / 16 * 2 epochs
+    probabilities = np.loadtxt(tmp_path / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (40, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
+    assert (tmp_path / "ckpt-20.index").exists()
+    log = json.loads((tmp_path / training.LOG_FILE).read_text())
+    assert [e["step"] for e in log["history"]] == [5, 10, 15, 20]
+    # Eval only: restores the latest checkpoint and reproduces the numbers.
+    (tmp_path / "eval_results.txt").unlink()
+    run_classifier.run(_args(do_eval=True, **values))
+    assert _eval_results(tmp_path) == result
+
+
+def test_fine_tune_from_minilm_hf_folder(polarity_dir, minilm_dir, tmp_path):
+    run_classifier.run(
+        _args(
+            task_name="text_classification",
+            data_dir=polarity_dir,
+            init_checkpoint=minilm_dir,
+            output_dir=tmp_path,
+            max_seq_length=32,
+            train_batch_size=16,
+            num_train_epochs=0.2,
+            learning_rate=5e-5,
+            seed=1,
+            do_train=True,
+            do_eval=True,
+        )
+    )
+    result = _eval_results(tmp_path)
+    assert result["global_step"] == 2 and 0 <= result["eval_accuracy"] <= 1
+    # The encoder started from MiniLM: two small Adam steps leave its weights close to it.
+    config = BertConfig.from_hf_json_file(minilm_dir / "config.json")
+    model = BertClassifier(build_encoder(config), 2)
+    assert training.restore_latest(model, tmp_path).endswith("ckpt-2")
+    hf = load_file(minilm_dir / "model.safetensors")["embeddings.word_embeddings.weight"]
+    trained = model.encoder.word_embeddings.embeddings.numpy()
+    assert np.abs(trained - hf).max() < 1e-3 and not np.array_equal(trained, hf)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"do_train": False}, "at least one of --do_train"),
+        ({"data_dir": "/nonexistent"}, "--data_dir=/nonexistent: no such folder"),
+        ({"task_name": "squad"}, "--task_name: unknown task 'squad'"),
+        ({"max_seq_length": 1000}, "--max_seq_length: expected 3..512"),
+        ({"bert_config_file": ""}, "--bert_config_file: not given"),
+        ({"num_train_epochs": 0.01}, "gives no step"),
+    ],
+)
+def test_bad_flags_raise_clear_errors(polarity_dir, minilm_dir, tmp_path, overrides, message):
+    values = {"do_train": True, **_tiny_flags(polarity_dir, tmp_path, minilm_dir), **overrides}
+    with pytest.raises(ValueError, match=message):
+        run_classifier.run(_args(**values))
+
+
+@pytest.mark.slow
+def test_sigkill_mid_training_then_rerun_finishes(polarity_dir, minilm_dir, tmp_path):
+    values = _tiny_flags(
+        polarity_dir,
+        tmp_path,
+        minilm_dir,
+        num_train_epochs=100,
+        save_checkpoints_steps=100,
+        log_steps=100,
+        iterations_per_loop=20,
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "bert_tf.run_classifier",
+        "--do_train",
+        "--do_eval",
+        *(f"--{k}={v}" for k, v in values.items()),
+    ]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = tmp_path / "checkpoint"
+    deadline = time.monotonic() + 600
+    while first.poll() is None and time.monotonic() < deadline:
+        if state.exists() and "ckpt-200" in state.read_text():
+            first.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert first.wait() == -signal.SIGKILL, "training ended before it could be killed"
+    assert not (tmp_path / "ckpt-1000.index").exists()
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stderr
+    assert _eval_results(tmp_path)["global_step"] == 1000
+    steps = [e["step"] for e in json.loads((tmp_path / training.LOG_FILE).read_text())["history"]]
+    assert steps == list(range(100, 1001, 100))

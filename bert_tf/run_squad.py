@@ -1,0 +1,353 @@
+r"""Fine-tunes BERT on SQuAD v1.1/v2.0 and writes predictions (google-research `run_squad.py`).
+
+`--do_train` trains a `BertSpanLabeler` with `bert_tf.training.Trainer` (checkpoints
+`--output_dir/ckpt-<step>`, resumed when rerun). `--do_predict` writes to `--output_dir`:
+`predictions.json` ({id: answer}), `nbest_predictions.json`, for v2.0 `null_odds.json`, and,
+when the predict file has gold answers, `eval_results.txt` with our EM/F1 (the official
+scripts' numbers). Prediction without `--do_train` uses the latest checkpoint in `--output_dir`,
+else `--init_checkpoint`.
+
+Example:
+
+    python -m bert_tf.run_squad --vocab_file=$BERT/vocab.txt \
+      --bert_config_file=$BERT/bert_config.json --init_checkpoint=$BERT/bert_model.ckpt \
+      --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json \
+      --train_batch_size=32 --learning_rate=3e-5 --num_train_epochs=2.0 \
+      --max_seq_length=384 --doc_stride=128 --output_dir=/tmp/squad_base
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`, absl's global FLAGS by default).
+
+    Called when the module runs as a program, never on import, so tests and other scripts can
+    import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
+    """
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocab (default: vocab.txt beside the ckpt).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "bert_config.json (default: the ckpt's config).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "Pre-trained BERT: google/our checkpoint or HF folder.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output_dir", None, "Checkpoints and prediction files go here.", flag_values=flag_values
+    )
+    flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "train_file",
+        None,
+        "SQuAD JSON for training, e.g. train-v1.1.json.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "do_predict", False, "Predict answers for --predict_file.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "train_batch_size", 32, "Global training batch size.", flag_values=flag_values
+    )
+    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", flag_values=flag_values)
+    flags.DEFINE_float(
+        "learning_rate", 5e-5, "Peak learning rate of AdamW/LAMB.", flag_values=flag_values
+    )
+    flags.DEFINE_float(
+        "num_train_epochs", 3.0, "Passes over the training examples.", flag_values=flag_values
+    )
+    flags.DEFINE_float(
+        "warmup_proportion",
+        0.1,
+        "Fraction of the steps with linear LR warmup.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_seq_length", 384, "Tokens per window, [CLS]/[SEP]s included.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "doc_stride", 128, "Doc tokens between the starts of two windows.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_query_length", 64, "Question tokens kept (the rest is cut).", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "n_best_size",
+        20,
+        "Candidate spans kept per question (nbest file).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_answer_length", 30, "Longest answer, in WordPiece tokens.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lowercase and strip accents (uncased models).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "version_2_with_negative",
+        False,
+        "SQuAD v2.0: questions may be unanswerable.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "null_score_diff_threshold",
+        0.0,
+        "v2.0: answer '' when null odds exceed it.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "save_checkpoints_steps", 1000, "Checkpoint every this many steps.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "use_mixed_precision",
+        False,
+        "Train in mixed_float16 with loss scaling.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "use_xla", False, "XLA-compile the training step and prediction.", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "distribution_strategy",
+        "one_device",
+        ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+        "tf.distribute strategy for training.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "steps_per_loop", 100, "Training steps per tf.function call.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed",
+        12345,
+        "Seed of the example shuffle and of weight initialisation.",
+        flag_values=flag_values,
+    )
+
+
+EVAL_RESULTS = "eval_results.txt"
+
+
+def _check_flags() -> None:
+    """Exits with an error naming the first flag that is missing or out of range."""
+    if not FLAGS.do_train and not FLAGS.do_predict:
+        sys.exit("error: at least one of --do_train and --do_predict must be set")
+    required = (
+        ["output_dir"] + ["train_file"] * FLAGS.do_train + ["predict_file"] * FLAGS.do_predict
+    )
+    for name in required:
+        if not FLAGS[name].value:
+            sys.exit(f"error: --{name} is required")
+    for name in ("train_file", "predict_file"):
+        path = FLAGS[name].value
+        if path and not os.path.isfile(path):
+            sys.exit(f"error: --{name}={path}: no such file")
+    for name in (
+        "train_batch_size",
+        "predict_batch_size",
+        "doc_stride",
+        "max_query_length",
+        "n_best_size",
+        "max_answer_length",
+        "save_checkpoints_steps",
+        "steps_per_loop",
+    ):
+        if FLAGS[name].value <= 0:
+            sys.exit(f"error: --{name}: expected a positive number, got {FLAGS[name].value}")
+    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+        sys.exit(
+            f"error: --max_seq_length ({FLAGS.max_seq_length}) must exceed --max_query_length "
+            f"({FLAGS.max_query_length}) + 3"
+        )
+    if not 0.0 <= FLAGS.warmup_proportion <= 1.0:
+        sys.exit(f"error: --warmup_proportion: expected 0..1, got {FLAGS.warmup_proportion}")
+
+
+def _features(path: str, tokenizer, is_training: bool):
+    from bert_tf import squad
+
+    examples = squad.read_squad_examples(path, is_training, FLAGS.version_2_with_negative)
+    if not examples:
+        raise ValueError(f"{path}: no usable questions")
+    if is_training:
+        random.Random(FLAGS.seed).shuffle(examples)  # as google-research, before windowing
+    features = squad.convert_examples_to_features(
+        examples,
+        tokenizer,
+        max_seq_length=FLAGS.max_seq_length,
+        doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length,
+        is_training=is_training,
+    )
+    logging.info("%s: %d examples, %d features", path, len(examples), len(features))
+    return examples, features
+
+
+def train(model, tokenizer, strategy) -> None:
+    from bert_tf import squad
+    from bert_tf.optimization import create_optimizer
+    from bert_tf.training import Trainer
+
+    examples, features = _features(FLAGS.train_file, tokenizer, is_training=True)
+    # Steps count examples, not windows, as google-research does.
+    num_train_steps = int(len(examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+    if num_train_steps < 1:
+        raise ValueError(
+            f"--num_train_epochs={FLAGS.num_train_epochs} over {len(examples)} examples at "
+            f"--train_batch_size={FLAGS.train_batch_size} makes no training step"
+        )
+    if len(features) < FLAGS.train_batch_size:
+        raise ValueError(
+            f"--train_batch_size={FLAGS.train_batch_size} exceeds the {len(features)} "
+            f"training features of --train_file"
+        )
+    with strategy.scope():
+        optimizer = create_optimizer(
+            FLAGS.learning_rate,
+            num_train_steps=num_train_steps,
+            num_warmup_steps=int(num_train_steps * FLAGS.warmup_proportion),
+            optimizer_type=FLAGS.optimizer,
+        )
+    trainer = Trainer(
+        model,
+        optimizer,
+        squad.loss_fn,
+        FLAGS.output_dir,
+        strategy,
+        steps_per_loop=FLAGS.steps_per_loop,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        log_every_steps=min(FLAGS.steps_per_loop, FLAGS.save_checkpoints_steps),
+        jit_compile=FLAGS.use_xla,
+    )
+    dataset = squad.features_to_dataset(
+        features, FLAGS.max_seq_length, FLAGS.train_batch_size, training=True, seed=FLAGS.seed
+    )
+    trainer.train(dataset, num_train_steps, init_checkpoint=FLAGS.init_checkpoint)
+
+
+def predict(model, tokenizer) -> None:
+    from bert_tf import squad, training
+
+    examples, features = _features(FLAGS.predict_file, tokenizer, is_training=False)
+    dataset = squad.features_to_dataset(
+        features, FLAGS.max_seq_length, FLAGS.predict_batch_size, training=False
+    )
+    outputs = training.predict(model, dataset, jit_compile=FLAGS.use_xla)
+    predictions, nbest, null_odds = squad.compute_predictions(
+        examples,
+        features,
+        outputs["start_logits"],
+        outputs["end_logits"],
+        lower_case=FLAGS.do_lower_case,
+        n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length,
+        version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+    )
+    output_dir = FLAGS.output_dir
+    squad.write_json_atomic(predictions, os.path.join(output_dir, "predictions.json"))
+    squad.write_json_atomic(nbest, os.path.join(output_dir, "nbest_predictions.json"))
+    if FLAGS.version_2_with_negative:
+        squad.write_json_atomic(null_odds, os.path.join(output_dir, "null_odds.json"))
+    logging.info("wrote predictions for %d questions to %s", len(predictions), output_dir)
+
+    dataset_json = squad.read_squad_json(FLAGS.predict_file)
+    if not any(qa.get("answers") for qa in squad.iter_questions(dataset_json)):
+        return  # a test set without gold answers: nothing to score
+    metrics = (
+        squad.squad_v2_metrics(dataset_json, predictions)
+        if FLAGS.version_2_with_negative
+        else squad.squad_v1_metrics(dataset_json, predictions)
+    )
+    path = os.path.join(output_dir, EVAL_RESULTS)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(f"{key} = {value}\n" for key, value in sorted(metrics.items()))
+    os.replace(tmp, path)
+    logging.info("eval results: %s", metrics)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    _check_flags()
+    from bert_tf.checkpoints import load_pretrained
+    from bert_tf.encoder import build_encoder
+    from bert_tf.flags_util import checkpoint_file, resolve_config
+    from bert_tf.models import BertSpanLabeler
+    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.training import get_strategy, restore_latest, set_precision, set_seed
+
+    try:
+        config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
+        if FLAGS.max_seq_length > config.max_position_embeddings:
+            raise ValueError(
+                f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
+                f"max_position_embeddings ({config.max_position_embeddings})"
+            )
+        vocab_file = FLAGS.vocab_file or (
+            FLAGS.init_checkpoint and checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
+        )
+        if not vocab_file:
+            raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
+        tokenizer = BertTokenizer(vocab_file, lower_case=FLAGS.do_lower_case)
+        if tokenizer.vocabulary_size != config.vocab_size:
+            raise ValueError(
+                f"--vocab_file has {tokenizer.vocabulary_size} tokens but the BERT config's "
+                f"vocab_size is {config.vocab_size}"
+            )
+        os.makedirs(FLAGS.output_dir, exist_ok=True)
+        set_seed(FLAGS.seed)
+        set_precision("mixed_float16" if FLAGS.use_mixed_precision else "float32")
+        strategy = get_strategy(FLAGS.distribution_strategy)
+        with strategy.scope():
+            model = BertSpanLabeler(build_encoder(config))
+        if FLAGS.do_train:
+            if not FLAGS.init_checkpoint:
+                logging.warning("no --init_checkpoint: training from random weights")
+            train(model, tokenizer, strategy)
+        elif latest := restore_latest(model, FLAGS.output_dir):
+            logging.info("predicting with %s", latest)
+        elif FLAGS.init_checkpoint:
+            load_pretrained(model, FLAGS.init_checkpoint)
+            logging.warning("no checkpoint in --output_dir: predicting with --init_checkpoint")
+        else:
+            raise ValueError(
+                "--do_predict without --do_train needs a checkpoint in --output_dir or "
+                "--init_checkpoint"
+            )
+        if FLAGS.do_predict:
+            predict(model, tokenizer)
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

@@ -39,7 +39,8 @@ import dataclasses
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import tensorflow as tf
@@ -61,6 +62,7 @@ MODEL_INPUT_NAMES = {
 _TOKENIZE_BATCH = 4096  # sentences per tokenizer call
 _MASK_BATCH = 1024  # instances per masking call
 _LOGGED_EXAMPLES = 20  # the original logs its first 20 instances
+S = TypeVar("S")  # a sentence, for sentence_pairs
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
@@ -122,36 +124,49 @@ def validate_options(
         raise ValueError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
 
 
-def read_documents(input_files: Sequence[str], tokenizer: BertTokenizer) -> list[list[list[int]]]:
-    """Tokenized documents (lists of sentences of ids), in input order, empty ones dropped."""
-    documents: list[list[list[int]]] = [[]]
-    pending: list[str | None] = []  # sentences awaiting tokenization; None: document break
+def text_documents(input_files: Sequence[str]) -> Iterator[list[str]]:
+    """Yields each document's sentences (stripped non-empty lines), in input order.
 
-    def flush():
-        if not pending:
-            return
-        sentences = [s for s in pending if s is not None]
-        ids = iter(tokenizer(tf.constant(sentences)).to_list()) if sentences else iter(())
-        for sentence in pending:
-            if sentence is None:
-                documents.append([])
-            elif tokens := next(ids):
-                documents[-1].append(tokens)
-        pending.clear()
-
+    A blank line ends a document, and so does a file's end (google-research's reader would run
+    a file's last document on into the next file's first when the file lacks a final blank line).
+    """
     for path in input_files:
+        document: list[str] = []
         with tf.io.gfile.GFile(path, "rb") as f:
             for line_number, raw in enumerate(f, 1):
                 try:
                     line = raw.decode("utf-8").strip()
                 except UnicodeDecodeError as e:
                     raise ValueError(f"{path}:{line_number}: not UTF-8 text ({e})") from None
-                pending.append(line or None)
-                if len(pending) >= _TOKENIZE_BATCH:
-                    flush()
-        # A file's end also ends its last document (google-research's reader would run it on
-        # into the next file's first document when the file lacks a final blank line).
-        pending.append(None)
+                if line:
+                    document.append(line)
+                elif document:
+                    yield document
+                    document = []
+        if document:
+            yield document
+
+
+def read_documents(input_files: Sequence[str], tokenizer: BertTokenizer) -> list[list[list[int]]]:
+    """Tokenized documents (lists of sentences of ids), in input order, empty ones dropped."""
+    documents: list[list[list[int]]] = []
+    pending: list[list[str]] = []  # documents awaiting tokenization, in batches of sentences
+
+    def flush():
+        sentences = [s for document in pending for s in document]
+        ids = iter(tokenizer(tf.constant(sentences)).to_list()) if sentences else iter(())
+        for document in pending:
+            # Sentences with no token (e.g. only control characters) are dropped.
+            documents.append([tokens for _ in document if (tokens := next(ids))])
+        pending.clear()
+
+    batched = 0
+    for document in text_documents(input_files):
+        pending.append(document)
+        batched += len(document)
+        if batched >= _TOKENIZE_BATCH:
+            flush()
+            batched = 0
     flush()
     return [doc for doc in documents if doc]
 
@@ -179,6 +194,66 @@ class TrainingInstance:
     seed: tuple[int, int]  # masking seed; also the instance's place in the output order
 
 
+def document_rng(random_seed: int, dupe_index: int, document_index: int) -> random.Random:
+    """The generator of one document's choices in one duplication round."""
+    high, low = example_seed(random_seed, dupe_index, document_index)
+    return random.Random((high << 32) | low)
+
+
+def sentence_pairs(
+    documents: Sequence[Sequence[S]],
+    document_index: int,
+    max_num_tokens: int,
+    short_seq_prob: float,
+    rng: random.Random,
+    length: Callable[[S], int] = len,
+) -> Iterator[tuple[list[S], list[S], bool]]:
+    """Yields one document's (A sentences, B sentences, is_random_next) pairs, untruncated.
+
+    A sentence is anything `length` maps to its token count: the ids themselves here, or
+    (text, count) pairs for the TFX ExampleGen, which keeps the text. Lazy, so a caller that
+    draws from `rng` between pairs (truncation) keeps google-research's order of draws.
+    """
+    document = documents[document_index]
+    # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter, to resemble the short
+    # inputs of fine-tuning. The target is soft: only max_seq_length is a hard limit.
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    chunk: list[S] = []
+    chunk_length = 0
+    i = 0
+    while i < len(document):
+        chunk.append(document[i])
+        chunk_length += length(document[i])
+        if i == len(document) - 1 or chunk_length >= target_seq_length:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            sentences_a = chunk[:a_end]
+            is_random_next = len(chunk) == 1 or rng.random() < 0.5
+            if is_random_next:
+                target_b_length = target_seq_length - sum(map(length, sentences_a))
+                # Another document (retries make a self-pick rare but, as in the original,
+                # possible with very few documents).
+                for _ in range(10):
+                    random_index = rng.randint(0, len(documents) - 1)
+                    if random_index != document_index:
+                        break
+                random_document = documents[random_index]
+                sentences_b, b_length = [], 0
+                for sentence in random_document[rng.randint(0, len(random_document) - 1) :]:
+                    sentences_b.append(sentence)
+                    b_length += length(sentence)
+                    if b_length >= target_b_length:
+                        break
+                i -= len(chunk) - a_end  # put the unused sentences back
+            else:
+                sentences_b = chunk[a_end:]
+            yield sentences_a, sentences_b, is_random_next
+            chunk, chunk_length = [], 0
+        i += 1
+
+
 def create_instances_from_document(
     documents: Sequence[list[list[int]]],
     document_index: int,
@@ -189,56 +264,24 @@ def create_instances_from_document(
     special_ids: SpecialTokenIds,
 ) -> list[TrainingInstance]:
     """The sentence-pair instances of one document for one duplication round."""
-    high, low = example_seed(random_seed, dupe_index, document_index)
-    rng = random.Random((high << 32) | low)
-    document = documents[document_index]
+    rng = document_rng(random_seed, dupe_index, document_index)
     max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
-    # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter, to resemble the short
-    # inputs of fine-tuning. The target is soft: only max_seq_length is a hard limit.
-    target_seq_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_seq_length = rng.randint(2, max_num_tokens)
-
     instances = []
-    chunk: list[list[int]] = []
-    chunk_length = 0
-    i = 0
-    while i < len(document):
-        chunk.append(document[i])
-        chunk_length += len(document[i])
-        if i == len(document) - 1 or chunk_length >= target_seq_length:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
-            tokens_b: list[int] = []
-            is_random_next = len(chunk) == 1 or rng.random() < 0.5
-            if is_random_next:
-                target_b_length = target_seq_length - len(tokens_a)
-                # Another document (retries make a self-pick rare but, as in the original,
-                # possible with very few documents).
-                for _ in range(10):
-                    random_index = rng.randint(0, len(documents) - 1)
-                    if random_index != document_index:
-                        break
-                random_document = documents[random_index]
-                for sentence in random_document[rng.randint(0, len(random_document) - 1) :]:
-                    tokens_b.extend(sentence)
-                    if len(tokens_b) >= target_b_length:
-                        break
-                i -= len(chunk) - a_end  # put the unused sentences back
-            else:
-                tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
-            truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
-            tokens = [special_ids.cls, *tokens_a, special_ids.sep, *tokens_b, special_ids.sep]
-            instances.append(
-                TrainingInstance(
-                    tokens=tokens,
-                    segment_ids=[0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1),
-                    is_random_next=is_random_next,
-                    seed=example_seed(random_seed, dupe_index, document_index, len(instances)),
-                )
+    for sentences_a, sentences_b, is_random_next in sentence_pairs(
+        documents, document_index, max_num_tokens, short_seq_prob, rng
+    ):
+        tokens_a = [t for sentence in sentences_a for t in sentence]
+        tokens_b = [t for sentence in sentences_b for t in sentence]
+        truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        tokens = [special_ids.cls, *tokens_a, special_ids.sep, *tokens_b, special_ids.sep]
+        instances.append(
+            TrainingInstance(
+                tokens=tokens,
+                segment_ids=[0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1),
+                is_random_next=is_random_next,
+                seed=example_seed(random_seed, dupe_index, document_index, len(instances)),
             )
-            chunk, chunk_length = [], 0
-        i += 1
+        )
     return instances
 
 

@@ -1,0 +1,242 @@
+"""PretrainingEvaluator: held-out masked-LM / next-sentence accuracy, thresholds, blessing.
+
+TFMA computes metrics from a model's predictions on examples, but BERT's pretraining metrics
+need the masked positions and weights of each example fed into the model and a weighted
+accuracy over the predicted positions only, which TFMA's metric specs cannot express. This
+component does that on Transform's eval split with `bert_tf.heads`' accuracies, then blesses the
+model (a `ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` and
+`LatestBlessedModelStrategy` accept it) when both accuracies reach their thresholds and, if a
+baseline (the latest blessed model) is given, neither drops by more than `max_decrease` against
+the baseline scored on the same examples.
+
+Outputs: `evaluation` (`metrics.json`; the accuracies also as float custom properties in ML
+Metadata) and `blessing` (`BLESSED` or `NOT_BLESSED` file, `blessed` = 1 or 0).
+
+Example (in a pipeline):
+
+    evaluator = PretrainingEvaluator(
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        model=trainer.outputs["model"],
+        baseline_model=resolver.outputs["model"],
+        min_masked_lm_accuracy=0.05, min_next_sentence_accuracy=0.4)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, ClassVar
+
+import tensorflow as tf
+from absl import logging
+from tfx import types
+from tfx.components.evaluator import constants
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.utils import io_utils, path_utils
+
+from bert_tf import heads
+
+METRICS_FILE = "metrics.json"
+METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
+
+
+class PretrainingEvaluatorSpec(ComponentSpec):
+    PARAMETERS: ClassVar[dict] = {
+        "eval_split": ExecutionParameter(type=str),
+        "min_masked_lm_accuracy": ExecutionParameter(type=float),
+        "min_next_sentence_accuracy": ExecutionParameter(type=float),
+        "max_decrease": ExecutionParameter(type=float),
+        "batch_size": ExecutionParameter(type=int),
+        "eval_steps": ExecutionParameter(type=int),
+    }
+    INPUTS: ClassVar[dict] = {
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "transform_graph": ChannelParameter(type=standard_artifacts.TransformGraph),
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+    }
+    OUTPUTS: ClassVar[dict] = {
+        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
+        "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+    }
+
+
+def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
+    """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
+    import keras
+
+    from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE, MODEL_INPUTS
+
+    path = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
+    model = keras.saving.load_model(path)
+    forward = tf.function(lambda batch: model(batch, training=False))
+    totals = {"mlm_correct": 0.0, "mlm_count": 0.0, "nsp_correct": 0.0, "nsp_count": 0.0}
+    for batch in dataset:
+        outputs = forward({name: batch[name] for name in MODEL_INPUTS})
+        weights = batch["masked_lm_weights"]
+        mlm = heads.masked_lm_accuracy(batch["masked_lm_ids"], outputs["mlm_logits"], weights)
+        nsp = heads.next_sentence_accuracy(batch["next_sentence_labels"], outputs["nsp_logits"])
+        count = float(tf.reduce_sum(weights))
+        totals["mlm_correct"] += float(mlm) * count
+        totals["mlm_count"] += count
+        totals["nsp_correct"] += float(nsp) * len(weights)
+        totals["nsp_count"] += len(weights)
+    if not totals["nsp_count"]:
+        raise ValueError("PretrainingEvaluator: the eval split holds no example")
+    return {
+        "masked_lm_accuracy": totals["mlm_correct"] / max(totals["mlm_count"], 1.0),
+        "next_sentence_accuracy": totals["nsp_correct"] / totals["nsp_count"],
+        "num_examples": totals["nsp_count"],
+    }
+
+
+def validate(
+    candidate: dict[str, float],
+    baseline: dict[str, float] | None,
+    minimums: dict[str, float],
+    max_decrease: float,
+) -> list[str]:
+    """The failed checks, as readable lines (empty: blessed)."""
+    failures = [
+        f"{name} {candidate[name]:.4f} < threshold {minimums[name]:.4f}"
+        for name in METRICS
+        if candidate[name] < minimums[name]
+    ]
+    if baseline is not None:
+        failures += [
+            f"{name} {candidate[name]:.4f} is more than {max_decrease} below the baseline's "
+            f"{baseline[name]:.4f}"
+            for name in METRICS
+            if candidate[name] < baseline[name] - max_decrease
+        ]
+    return failures
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        import tensorflow_transform as tft
+
+        from tfx_pipeline import trainer_lib
+
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        split_uri = artifact_utils.get_split_uri([examples], exec_properties["eval_split"])
+        feature_spec = tft.TFTransformOutput(
+            artifact_utils.get_single_uri(input_dict["transform_graph"])
+        ).transformed_feature_spec()
+        dataset = trainer_lib.transformed_dataset(
+            [os.path.join(split_uri, "*")],
+            feature_spec,
+            exec_properties["batch_size"],
+            training_data=False,
+        )
+        if exec_properties["eval_steps"] > 0:
+            dataset = dataset.take(exec_properties["eval_steps"])
+
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        candidate = evaluate_pretrainer(model.uri, dataset)
+        baseline_model = (input_dict.get("baseline_model") or [None])[0]
+        baseline = evaluate_pretrainer(baseline_model.uri, dataset) if baseline_model else None
+        minimums = {
+            "masked_lm_accuracy": exec_properties["min_masked_lm_accuracy"],
+            "next_sentence_accuracy": exec_properties["min_next_sentence_accuracy"],
+        }
+        failures = validate(candidate, baseline, minimums, exec_properties["max_decrease"])
+        blessed = not failures
+        logging.info(
+            "candidate %s, baseline %s: %s",
+            candidate,
+            baseline,
+            "blessed" if blessed else "not blessed: " + "; ".join(failures),
+        )
+
+        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
+        report = {
+            "candidate": candidate,
+            "baseline": baseline,
+            "thresholds": minimums,
+            "max_decrease": exec_properties["max_decrease"],
+            "failures": failures,
+            "blessed": blessed,
+        }
+        io_utils.write_string_file(
+            os.path.join(evaluation.uri, METRICS_FILE), json.dumps(report, indent=1)
+        )
+        for name in METRICS:
+            evaluation.set_float_custom_property(name, candidate[name])
+
+        # The custom properties TFX's Evaluator sets: Pusher reads `blessed`, and
+        # LatestBlessedModelStrategy matches `current_model_id` to find the blessed model.
+        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+        blessing.set_string_custom_property(
+            constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, model.uri
+        )
+        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+        if baseline_model:
+            blessing.set_string_custom_property(
+                constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, baseline_model.uri
+            )
+            blessing.set_int_custom_property(
+                constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline_model.id
+            )
+        file_name = constants.BLESSED_FILE_NAME if blessed else constants.NOT_BLESSED_FILE_NAME
+        io_utils.write_string_file(os.path.join(blessing.uri, file_name), "")
+        blessing.set_int_custom_property(
+            constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+            constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE,
+        )
+
+
+class PretrainingEvaluator(base_component.BaseComponent):
+    """Scores a pretraining model on the eval split and blesses it (see the module docstring).
+
+    Args:
+        examples: Transform's transformed examples.
+        transform_graph: Transform's graph (its transformed feature spec parses the examples).
+        model: the Trainer's model.
+        baseline_model: optional, the latest blessed model (a Resolver's output).
+        eval_split: split of `examples` to score.
+        min_masked_lm_accuracy, min_next_sentence_accuracy: thresholds for blessing.
+        max_decrease: largest allowed drop of either accuracy below the baseline's.
+        batch_size: evaluation batch size.
+        eval_steps: batches to score; 0 scores the whole split.
+    """
+
+    SPEC_CLASS = PretrainingEvaluatorSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(
+        self,
+        examples: types.BaseChannel,
+        transform_graph: types.BaseChannel,
+        model: types.BaseChannel,
+        baseline_model: types.BaseChannel | None = None,
+        eval_split: str = "eval",
+        min_masked_lm_accuracy: float = 0.0,
+        min_next_sentence_accuracy: float = 0.0,
+        max_decrease: float = 0.0,
+        batch_size: int = 32,
+        eval_steps: int = 0,
+    ):
+        spec = PretrainingEvaluatorSpec(
+            examples=examples,
+            transform_graph=transform_graph,
+            model=model,
+            baseline_model=baseline_model,
+            eval_split=eval_split,
+            min_masked_lm_accuracy=min_masked_lm_accuracy,
+            min_next_sentence_accuracy=min_next_sentence_accuracy,
+            max_decrease=max_decrease,
+            batch_size=batch_size,
+            eval_steps=eval_steps,
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        )
+        super().__init__(spec=spec)

@@ -1,0 +1,101 @@
+"""Module file of the fine-tuning pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
+
+Transform tokenizes and packs `text_a` (and `text_b` when not "") with
+`serving.export.pair_features` on a `BertPreprocessor`: the very function the exported model's
+signatures run, so training and serving ids agree by construction.
+
+The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.training.Trainer`
+and `run_classifier`'s loss, warm-started from the Trainer's `base_model` (an imported checkpoint
+in any format `load_pretrained` reads; its config beside it sets the architecture, else
+`preset`), and exports `serving.export.export_classifier`'s raw-text SavedModel, whose
+`classify` signature TFMA's Evaluator scores.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from bert_tf import checkpoints, glue
+from bert_tf.configs import BertConfig
+from bert_tf.encoder import INPUT_NAMES, build_encoder
+from bert_tf.models import BertClassifier
+from bert_tf.run_classifier import classification_loss_fn
+from bert_tf.tokenization import BertPreprocessor, load_vocab
+from tfx_pipeline import trainer_lib
+
+
+def _preprocessor(custom_config) -> BertPreprocessor:
+    return BertPreprocessor(
+        load_vocab(custom_config["vocab_file"]),
+        seq_length=custom_config["max_seq_length"],
+        lower_case=bool(custom_config["do_lower_case"]),
+    )
+
+
+def preprocessing_fn(inputs, custom_config):
+    """Raw `text_a`, `text_b`, `label` -> packed encoder inputs (int64) and `label`."""
+    from serving.export import pair_features
+
+    features = pair_features(
+        _preprocessor(custom_config),
+        tf.reshape(inputs["text_a"], [-1]),  # SchemaGen's [batch, 1] text columns
+        tf.reshape(inputs["text_b"], [-1]),
+    )
+    seq = custom_config["max_seq_length"]
+    outputs = {k: tf.ensure_shape(tf.cast(v, tf.int64), [None, seq]) for k, v in features.items()}
+    outputs["label"] = tf.reshape(inputs["label"], [-1])
+    return outputs
+
+
+def _init_checkpoint(base_model: str | None) -> str | None:
+    """The imported checkpoint: TFX hands `<artifact uri>/Format-Serving` for any Model artifact,
+    an Importer's uri is the checkpoint itself."""
+    if not base_model:
+        return None
+    return base_model if tf.io.gfile.exists(base_model) else os.path.dirname(base_model)
+
+
+def run_fn(fn_args):
+    """Fine-tunes for `fn_args.train_steps` steps and exports the raw-text classifier."""
+    import tensorflow_transform as tft  # here: only the Trainer needs it
+
+    from serving.export import export_classifier
+
+    options = trainer_lib.training_options(fn_args.custom_config)
+    processor = glue.get_processor(options["task_name"])
+    label_names = processor.get_labels(options["data_root"])
+    num_classes = 1 if processor.is_regression else len(label_names)
+    preprocessor = _preprocessor(options)
+    feature_spec = tft.TFTransformOutput(fn_args.transform_graph_path).transformed_feature_spec()
+    dataset = trainer_lib.transformed_dataset(
+        fn_args.train_files,
+        feature_spec,
+        options["train_batch_size"],
+        training_data=True,
+        seed=options["random_seed"],
+    ).map(lambda batch: ({k: batch[k] for k in INPUT_NAMES}, batch["label"]))
+
+    init_checkpoint = _init_checkpoint(fn_args.base_model)
+    config = init_checkpoint and checkpoints.read_checkpoint(init_checkpoint).config
+    config = config or BertConfig.from_preset(
+        options["preset"], vocab_size=preprocessor.tokenizer.vocabulary_size
+    )
+    model = trainer_lib.train(
+        lambda: BertClassifier(build_encoder(config), num_classes),
+        classification_loss_fn(num_classes),
+        dataset,
+        options,
+        fn_args.train_steps,
+        fn_args.model_run_dir,
+        init_checkpoint=init_checkpoint,
+    )
+    trainer_lib.export_serving_model(
+        export_classifier,
+        fn_args.serving_model_dir,
+        model,
+        preprocessor,
+        label_names=label_names or None,
+        regression=processor.is_regression,
+    )

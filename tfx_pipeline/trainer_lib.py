@@ -1,0 +1,117 @@
+"""What both Trainer module files share: transformed-example datasets, the training run, export.
+
+Lives outside `tfx_pipeline/modules/` on purpose: TFX bundles every `.py` of a module file's
+folder into the user-code wheel, and this file is library code imported by the modules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import training
+from bert_tf.optimization import create_optimizer
+
+# Trainer custom_config keys and defaults (run.py flags of the same names set them).
+TRAINING_DEFAULTS = {
+    "train_batch_size": 32,
+    "eval_batch_size": 32,
+    "learning_rate": 1e-4,
+    "warmup_proportion": 0.1,
+    "precision": "float32",
+    "jit_compile": False,
+    "distribution_strategy": "one_device",
+    "steps_per_loop": 100,
+    "random_seed": 12345,
+}
+
+
+def training_options(custom_config: dict[str, Any] | None) -> dict[str, Any]:
+    """TRAINING_DEFAULTS overridden by the Trainer's custom_config; unknown keys kept."""
+    return {**TRAINING_DEFAULTS, **(custom_config or {})}
+
+
+def transformed_dataset(
+    file_patterns: list[str],
+    feature_spec: dict,
+    batch_size: int,
+    training_data: bool,
+    seed: int = 0,
+) -> tf.data.Dataset:
+    """Transform's gzipped TFRecords as dicts of batched tensors, ints as int32.
+
+    For training: shuffled (reproducibly), repeated, full batches only (the training loop needs
+    a static batch size). Built from TFRecordDataset rather than TFX's DataAccessor so the
+    iterator is checkpointable, which the training loop relies on to resume.
+    """
+    files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no transformed examples match {file_patterns}")
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if training_data:
+        dataset = dataset.shuffle(10_000, seed=seed).repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=training_data)
+
+    def parse(records):
+        features = tf.io.parse_example(records, feature_spec)
+        return {k: tf.cast(v, tf.int32) if v.dtype.is_integer else v for k, v in features.items()}
+
+    return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def train(
+    build_model: Callable[[], keras.Model],
+    loss_fn: training.LossFn,
+    dataset: tf.data.Dataset,
+    options: dict[str, Any],
+    num_train_steps: int,
+    output_dir: str,
+    init_checkpoint: str | None = None,
+) -> keras.Model:
+    """Builds the model under the chosen strategy and runs `bert_tf.training.Trainer`."""
+    training.set_precision(options["precision"])
+    training.set_seed(options["random_seed"])
+    strategy = training.get_strategy(options["distribution_strategy"])
+    with strategy.scope():
+        model = build_model()
+        optimizer = create_optimizer(
+            options["learning_rate"],
+            num_train_steps=num_train_steps,
+            num_warmup_steps=int(num_train_steps * options["warmup_proportion"]),
+        )
+    trainer = training.Trainer(
+        model,
+        optimizer,
+        loss_fn,
+        output_dir,
+        strategy,
+        steps_per_loop=options["steps_per_loop"],
+        save_checkpoints_steps=num_train_steps,
+        log_every_steps=max(1, min(options["steps_per_loop"], num_train_steps)),
+        jit_compile=bool(options["jit_compile"]),
+    )
+    logs = trainer.train(dataset, num_train_steps, init_checkpoint=init_checkpoint)
+    logging.info("training done: %s", logs)
+    return model
+
+
+def export_serving_model(export_fn: Callable[..., Any], serving_model_dir: str, *args, **kwargs):
+    """Writes `export_fn(*args, export_dir, version, **kwargs)`'s SavedModel at serving_model_dir.
+
+    The export functions write TF Serving's `<export_dir>/<version>/` layout; TFX wants the
+    SavedModel itself in `serving_model_dir` (Pusher adds the version), so export next to it
+    and move the version folder into place.
+    """
+    parent = os.path.dirname(serving_model_dir.rstrip("/"))
+    tf.io.gfile.makedirs(parent)
+    staging = os.path.join(parent, "export-staging")  # gfile paths: local, gs://, ...
+    if tf.io.gfile.exists(staging):
+        tf.io.gfile.rmtree(staging)
+    export_fn(*args, staging, 1, **kwargs)
+    tf.io.gfile.rename(os.path.join(staging, "1"), serving_model_dir, overwrite=True)
+    tf.io.gfile.rmtree(staging)

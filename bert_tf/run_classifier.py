@@ -252,7 +252,7 @@ def _check_flags(args: flags.FlagValues) -> None:
         raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
 
 
-def run(args: flags.FlagValues = FLAGS) -> None:
+def run(args: flags.FlagValues) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     _check_flags(args)
     processor = glue.get_processor(args.task_name)
@@ -371,7 +371,7 @@ def run(args: flags.FlagValues = FLAGS) -> None:
 def main(argv: list[str]) -> None:
     del argv
     try:
-        run()
+        run(FLAGS)
     except (ValueError, OSError, FloatingPointError) as e:
         sys.exit(f"error: {e}")
 

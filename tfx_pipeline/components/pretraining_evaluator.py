@@ -68,7 +68,8 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
     """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
     import keras
 
-    from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE, MODEL_INPUTS
+    from bert_tf.pretraining import MODEL_INPUTS
+    from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
     path = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
     model = keras.saving.load_model(path)

@@ -21,15 +21,14 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import heads
 from bert_tf.configs import BertConfig
 from bert_tf.encoder import build_encoder
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
+from bert_tf.pretraining import pretraining_loss
 from bert_tf.tokenization import BertPreprocessor, load_vocab
 from tfx_pipeline import trainer_lib
 
-MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 KERAS_MODEL_FILE = "model.keras"
 
 
@@ -68,20 +67,6 @@ def preprocessing_fn(inputs, custom_config):
     }
     features["next_sentence_labels"] = tf.reshape(inputs["next_sentence_labels"], [-1])
     return features
-
-
-def pretraining_loss(model, batch):
-    """google-research's total loss (MLM + NSP) and the two accuracies."""
-    outputs = model({name: batch[name] for name in MODEL_INPUTS}, training=True)
-    labels, weights = batch["masked_lm_ids"], batch["masked_lm_weights"]
-    nsp_labels = batch["next_sentence_labels"]
-    loss = heads.masked_lm_loss(labels, outputs["mlm_logits"], weights) + heads.next_sentence_loss(
-        nsp_labels, outputs["nsp_logits"]
-    )
-    return loss, {
-        "masked_lm_accuracy": heads.masked_lm_accuracy(labels, outputs["mlm_logits"], weights),
-        "next_sentence_accuracy": heads.next_sentence_accuracy(nsp_labels, outputs["nsp_logits"]),
-    }
 
 
 def run_fn(fn_args):

@@ -1,0 +1,256 @@
+r"""Pre-trains BERT (masked LM + next sentence) on pretraining TFRecords (google-research
+`run_pretraining.py`).
+
+Same flags as google-research/bert (`--tpu` for `--tpu_name`, `--distribution_strategy` instead
+of `--use_tpu`), plus `--preset`/`--vocab_size` (a paper-size config instead of
+`--bert_config_file`), `--optimizer=adamw|lamb`, `--use_mixed_precision`, `--use_xla`,
+`--gradient_accumulation_steps`, `--seed` and `--dynamic_masking` (re-mask every read,
+RoBERTa style; needs `--vocab_file`; evaluation keeps the stored masks). Records come from
+`bert_tf.create_pretraining_data` or the original tool. Outputs in `--output_dir`: training
+checkpoints `ckpt-<step>` (rerunning the same command resumes from the latest),
+`training_log.json`, `training_curve.png`, TensorBoard events, `bert_config.json` and
+`eval_results.txt` (`key = value` lines: `global_step`, `loss`, `masked_lm_accuracy`,
+`masked_lm_loss`, `next_sentence_accuracy`, `next_sentence_loss`).
+
+Example:
+
+    python -m bert_tf.run_pretraining --input_file='/data/train-*.tfrecord' \
+      --output_dir=/tmp/pretraining_output --do_train --do_eval --preset=tiny \
+      --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
+      --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import tensorflow as tf
+from absl import app, flags, logging
+
+from bert_tf import checkpoints, pretraining, training
+from bert_tf.configs import PRESETS, BertConfig
+from bert_tf.encoder import build_encoder
+from bert_tf.masking import MaskedLmMasker
+from bert_tf.models import BertPretrainer
+from bert_tf.optimization import create_optimizer
+from bert_tf.pretraining_data import expand_file_patterns
+from bert_tf.tokenization import load_vocab
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`); called when it runs as a program, or by
+    tests on their own `FlagValues`, so importing the module never defines flags twice."""
+
+    def define(kind, name, default, help_, **kwargs):
+        getattr(flags, f"DEFINE_{kind}")(
+            name, default, help=help_, flag_values=flag_values, **kwargs
+        )
+
+    define("string", "input_file", None, "Input TFRecord file(s): comma-separated files or globs.")
+    define("string", "output_dir", None, "Checkpoints, logs and eval_results.txt go here.")
+    define("string", "bert_config_file", None, "bert_config.json of the model to pre-train.")
+    define(
+        "enum",
+        "preset",
+        None,
+        "Paper-size config instead of --bert_config_file.",
+        enum_values=list(PRESETS),
+    )
+    define("integer", "vocab_size", 30522, "Vocabulary size for --preset.")
+    define("string", "init_checkpoint", None, "Initial weights (any checkpoint we can read).")
+    define("string", "vocab_file", None, "WordPiece vocab; needed by --dynamic_masking.")
+    define("bool", "do_train", False, "Whether to run training.")
+    define("bool", "do_eval", False, "Whether to run eval; writes eval_results.txt.")
+    define("integer", "max_seq_length", 128, "Tokens per record ([CLS]/[SEP] included).")
+    define("integer", "max_predictions_per_seq", 20, "Masked LM predictions per record.")
+    define("integer", "train_batch_size", 32, "Examples per optimizer step (all replicas).")
+    define("integer", "eval_batch_size", 8, "Examples per evaluation batch.")
+    define("float", "learning_rate", 5e-5, "Peak learning rate.")
+    define("integer", "num_train_steps", 100000, "Number of training steps.")
+    define("integer", "num_warmup_steps", 10000, "Number of linear warmup steps.")
+    define("integer", "save_checkpoints_steps", 1000, "Steps between checkpoints.")
+    define("integer", "iterations_per_loop", 1000, "Steps per compiled training loop.")
+    define("integer", "log_steps", 100, "Steps between log lines / summaries.")
+    define("integer", "keep_checkpoint_max", 5, "Training checkpoints kept.")
+    define("integer", "max_eval_steps", 100, "Maximum number of eval batches.")
+    define("enum", "optimizer", "adamw", "Optimizer.", enum_values=["adamw", "lamb"])
+    define("bool", "use_mixed_precision", False, "Compute in --mixed_precision_dtype.")
+    define(
+        "enum",
+        "mixed_precision_dtype",
+        "float16",
+        "float16 uses loss scaling.",
+        enum_values=["float16", "bfloat16"],
+    )
+    define("bool", "use_xla", False, "XLA-compile the training and eval steps.")
+    define(
+        "enum",
+        "distribution_strategy",
+        "one_device",
+        "tf.distribute strategy.",
+        enum_values=list(training.STRATEGIES),
+    )
+    define("string", "tpu", None, "TPU name or grpc:// address (tpu strategy).")
+    define("integer", "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.")
+    define("integer", "seed", None, "Seed for initialisation, shuffling, masking and dropout.")
+    define("bool", "dynamic_masking", False, "Re-mask the training records on every read.")
+    define("bool", "do_whole_word_mask", False, "--dynamic_masking masks whole words.")
+    define("float", "masked_lm_prob", 0.15, "--dynamic_masking: fraction of tokens masked.")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _config(args: flags.FlagValues) -> BertConfig:
+    if bool(args.bert_config_file) == bool(args.preset):
+        raise ValueError("exactly one of --bert_config_file or --preset is required")
+    if args.preset:
+        return BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
+    return BertConfig.from_json_file(args.bert_config_file)
+
+
+def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
+    """Raises ValueError naming the first bad flag; returns the input files."""
+    if not (args.do_train or args.do_eval):
+        raise ValueError("at least one of --do_train or --do_eval must be set")
+    for name in ("input_file", "output_dir"):
+        if not args[name].value:
+            raise ValueError(f"--{name} is required")
+    input_files = expand_file_patterns(args.input_file, "--input_file")
+    if not 3 <= args.max_seq_length <= config.max_position_embeddings:
+        raise ValueError(
+            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
+            f"(max_position_embeddings), got {args.max_seq_length}"
+        )
+    if not 1 <= args.max_predictions_per_seq <= args.max_seq_length:
+        raise ValueError(
+            f"--max_predictions_per_seq: expected 1..{args.max_seq_length} (--max_seq_length), "
+            f"got {args.max_predictions_per_seq}"
+        )
+    for name in ("train_batch_size", "eval_batch_size", "num_train_steps", "max_eval_steps"):
+        if args[name].value <= 0:
+            raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
+    if not 0 <= args.num_warmup_steps <= args.num_train_steps:
+        raise ValueError(
+            f"--num_warmup_steps: expected 0..{args.num_train_steps} (--num_train_steps), "
+            f"got {args.num_warmup_steps}"
+        )
+    if args.dynamic_masking and not args.vocab_file:
+        raise ValueError("--dynamic_masking needs --vocab_file")
+    if args.init_checkpoint and not (
+        os.path.isdir(args.init_checkpoint) or tf.io.gfile.glob(args.init_checkpoint + "*")
+    ):
+        raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
+    return input_files
+
+
+def _masker(args: flags.FlagValues, config: BertConfig) -> MaskedLmMasker:
+    vocab = load_vocab(args.vocab_file)
+    if len(vocab) > config.vocab_size:
+        raise ValueError(
+            f"--vocab_file={args.vocab_file} has {len(vocab)} tokens, more than the model's "
+            f"vocab_size {config.vocab_size}"
+        )
+    return MaskedLmMasker.from_vocab(
+        vocab,
+        whole_word_mask=args.do_whole_word_mask,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        masked_lm_prob=args.masked_lm_prob,
+    )
+
+
+def run(args: flags.FlagValues = FLAGS) -> None:
+    """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
+    config = _config(args)
+    input_files = _check_flags(args, config)
+    masker = _masker(args, config) if args.dynamic_masking else None
+    if args.seed is not None:
+        training.set_seed(args.seed)
+    if args.use_mixed_precision:
+        training.set_precision(f"mixed_{args.mixed_precision_dtype}")
+    strategy = training.get_strategy(args.distribution_strategy, args.tpu)
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(output_dir / "bert_config.json")
+    with strategy.scope():
+        model = BertPretrainer(build_encoder(config))
+
+    def dataset(training_mode: bool):
+        return pretraining.pretraining_dataset(
+            input_files,
+            args.max_seq_length,
+            args.max_predictions_per_seq,
+            args.train_batch_size if training_mode else args.eval_batch_size,
+            training=training_mode,
+            seed=args.seed,
+            masker=masker if training_mode else None,
+        )
+
+    global_step = 0
+    if args.do_train:
+        with strategy.scope():
+            optimizer = create_optimizer(
+                args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.optimizer
+            )
+        trainer = training.Trainer(
+            model,
+            optimizer,
+            pretraining.pretraining_loss,
+            output_dir,
+            strategy,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            steps_per_loop=args.iterations_per_loop,
+            save_checkpoints_steps=args.save_checkpoints_steps,
+            log_every_steps=args.log_steps,
+            keep_checkpoint_max=args.keep_checkpoint_max,
+            jit_compile=args.use_xla,
+        )
+        logging.info(
+            "training: batch %d, %d steps, %s masking",
+            args.train_batch_size,
+            args.num_train_steps,
+            "dynamic" if masker else "static",
+        )
+        trainer.train(dataset(True), args.num_train_steps, args.init_checkpoint)
+        global_step = int(trainer.global_step)
+    elif latest := training.restore_latest(model, output_dir):
+        global_step = int(latest.rsplit("-", 1)[1])
+        logging.info("restored %s", latest)
+    elif args.init_checkpoint:
+        checkpoints.load_pretrained(model, args.init_checkpoint)
+
+    if args.do_eval:
+        result = {
+            **pretraining.evaluate(model, dataset(False), args.max_eval_steps, args.use_xla),
+            "global_step": global_step,
+        }
+        _write_atomic(
+            output_dir / "eval_results.txt",
+            "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
+        )
+        for key in sorted(result):
+            logging.info("eval %s = %s", key, result[key])
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        sys.exit(f"error: unexpected arguments {argv[1:]}")
+    try:
+        run(FLAGS)
+    except (ValueError, OSError, FloatingPointError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

@@ -176,9 +176,11 @@ def test_predict_version_selection_and_spec_echo(stub, kwargs, bias, version):
         ("affine", {"x": X}, {"signature": "scaled"}, grpc.StatusCode.INVALID_ARGUMENT),
         ("affine", {"x": X}, {"output_filter": ["nope"]}, grpc.StatusCode.INVALID_ARGUMENT),
         (
+            # ~4 MB of text cannot cross loopback and run within 1 ms, so the deadline always
+            # passes mid-request (a one-string request sometimes beat a 0.1 ms deadline).
             "strings",
-            {"text": np.array(["a"], dtype=object)},
-            {"timeout": 1e-4},
+            {"text": np.array(["a" * 1000] * 4000, dtype=object)},
+            {"timeout": 1e-3},
             grpc.StatusCode.DEADLINE_EXCEEDED,
         ),
     ],

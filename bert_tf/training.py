@@ -364,9 +364,11 @@ class Trainer:
                 )
                 sums, since_log, interval_time = {}, 0, now
             if step % self.save_checkpoints_steps == 0 or step == num_train_steps:
+                # The log first: a kill between the two leaves a log ahead of the last
+                # checkpoint, which a resume trims (`_read_history`), never one behind it.
+                self._write_history(history, num_train_steps, batch_size)
                 path = manager.save(checkpoint_number=step)
                 logging.info("saved %s", path)
-                self._write_history(history, num_train_steps, batch_size)
         writer.flush()
         self._write_history(history, num_train_steps, batch_size)
         return last

@@ -42,8 +42,10 @@ format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# pytest-xdist workers for `make test` (whole files per worker; each worker holds TF/TFX, 1-3 GB).
+TEST_WORKERS ?= 2
 test: setup lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 data: setup
 	$(PY) -m bert_tf.data.fetch --all

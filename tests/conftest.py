@@ -1,20 +1,30 @@
-"""Shared pytest fixtures: quiet TensorFlow, and the package-shipped data from the cache."""
+"""Shared pytest fixtures: quiet TensorFlow, the package-shipped data from the cache, and tiny
+pretraining data built from it (test modules cannot import each other or this file)."""
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import dataclasses
+import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bert_tf.data import fetch
+from bert_tf.configs import BertConfig
+from bert_tf.data import corpora, fetch
 
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """all-MiniLM-L6-v2 (HF layout: config.json, model.safetensors, vocab.txt, tokenizer.json)."""
     return fetch.fetch("minilm")
+
+
+@pytest.fixture(scope="session")
+def vocab_file(minilm_dir) -> Path:
+    return minilm_dir / "vocab.txt"
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +68,128 @@ def run_main(monkeypatch):
         module.main([module.__name__])
 
     return run
+
+
+@pytest.fixture(scope="session")
+def lee_corpus(gensim_dir) -> Callable[..., Path]:
+    """`lee_corpus(folder, a=20, b=10)`: the first 20 Lee news documents into folder/a.txt, the
+    next 10 into folder/b.txt, in BERT's corpus format (a sentence a line, documents apart)."""
+
+    def write(folder: Path, **counts: int) -> Path:
+        documents = corpora.lee_documents(gensim_dir / "lee_background.cor")
+        for name, count in counts.items():
+            corpora.write_documents(
+                list(itertools.islice(documents, count)), folder / f"{name}.txt"
+            )
+        return folder
+
+    return write
+
+
+# Tiny BERTs that train in seconds on a CPU. "no_dropout" is wider and exact from run to run:
+# a few hundred steps memorise a handful of examples, and differently distributed runs agree.
+_TINY = BertConfig(
+    vocab_size=30522,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
+TINY_CONFIGS = {
+    "tiny": _TINY,
+    "no_dropout": dataclasses.replace(
+        _TINY,
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    ),
+}
+
+
+def absl_argv(**values) -> list[str]:
+    """`--name=value` flags; booleans as `--name` / `--noname`."""
+    argv = [f"--{k}={v}" for k, v in values.items() if not isinstance(v, bool)]
+    return argv + [f"--{'' if v else 'no'}{k}" for k, v in values.items() if isinstance(v, bool)]
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingData:
+    """What `tiny_pretraining_data` wrote: corpus.txt, its records and the tiny config."""
+
+    folder: Path
+    config: BertConfig
+    max_seq_length: int
+    max_predictions_per_seq: int
+    count: int  # records in train.tfrecord
+
+    @property
+    def corpus(self) -> Path:
+        return self.folder / "corpus.txt"
+
+    @property
+    def input_file(self) -> Path:
+        return self.folder / "train.tfrecord"
+
+    @property
+    def config_file(self) -> Path:
+        return self.folder / "tiny_config.json"
+
+    def argv(self, output_dir: Path, **flags) -> list[str]:
+        """run_pretraining's flags on these files, --do_train and --seed=1; `flags` on top."""
+        values = {
+            "input_file": self.input_file,
+            "output_dir": output_dir,
+            "bert_config_file": self.config_file,
+            "max_seq_length": self.max_seq_length,
+            "max_predictions_per_seq": self.max_predictions_per_seq,
+            "seed": 1,
+            "do_train": True,
+        }
+        return absl_argv(**{**values, **flags})
+
+
+@pytest.fixture(scope="session")
+def tiny_pretraining_data(
+    tmp_path_factory, lee_corpus, vocab_file
+) -> Callable[..., PretrainingData]:
+    """`tiny_pretraining_data(documents=2, dupe_factor=1, config="tiny")`: a new folder with the
+    first Lee news documents, their pretraining records (32 tokens, 5 predictions unless told)
+    and a TINY_CONFIGS config; `.argv(output_dir, **flags)` is run_pretraining's command line."""
+
+    def make(
+        *,
+        documents: int = 2,
+        dupe_factor: int = 1,
+        max_seq_length: int = 32,
+        max_predictions_per_seq: int = 5,
+        config: str = "tiny",
+    ) -> PretrainingData:
+        from bert_tf.pretraining_data import create_pretraining_data
+
+        folder = lee_corpus(tmp_path_factory.mktemp("pretraining"), corpus=documents)
+        count = create_pretraining_data(
+            str(folder / "corpus.txt"),
+            str(folder / "train.tfrecord"),
+            vocab_file,
+            max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq,
+            dupe_factor=dupe_factor,
+        )
+        data = PretrainingData(
+            folder, TINY_CONFIGS[config], max_seq_length, max_predictions_per_seq, count
+        )
+        data.config.to_json_file(data.config_file)
+        return data
+
+    return make
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with slow tests first, each file's tests in their order: `make test` spreads files
+    over two workers (pytest-xdist `--dist loadfile`), and a long file started last would run
+    alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

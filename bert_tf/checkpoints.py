@@ -365,6 +365,35 @@ def training_checkpoint(model: keras.Model, optimizer=None, **extra) -> tf.train
     return tf.train.Checkpoint(**trackables)
 
 
+def restore_newest_readable(
+    checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, partial: bool = False
+) -> str | None:
+    """Restores the newest checkpoint in `directory` whose files read back; returns its path.
+
+    The `checkpoint` state file only ever names complete checkpoints (TF updates it after the
+    files are written), but files can still be damaged later (a half-copied folder, a full or
+    faulty disk): such a checkpoint is skipped, with a warning, for the one before it, so a
+    long run resumes instead of stopping. `partial` allows objects of the checkpoint that
+    `checkpoint` lacks (e.g. no optimizer). None if the folder holds no checkpoint.
+    """
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is None:
+        return None
+    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    for path in reversed(paths):
+        try:
+            status = checkpoint.restore(path)
+        except (tf.errors.OpError, IndexError) as e:  # IndexError: a truncated data file
+            logging.warning("skipping unreadable checkpoint %s: %s", path, e)
+            continue
+        if partial:
+            status.expect_partial()
+        else:
+            status.assert_existing_objects_matched()
+        return path
+    raise ValueError(f"{directory}: none of its checkpoints is readable ({', '.join(paths)})")
+
+
 def _read_object(path: str) -> _Source:
     """Rebuilds the checkpointed model from its stored config and restores it by object graph."""
     reader = tf.train.load_checkpoint(path)
@@ -432,17 +461,37 @@ def read_checkpoint(path: str | os.PathLike) -> _Source:
     return _READERS[detect_format(path)](str(path))
 
 
+def _config_diffs(model_config: BertConfig, checkpoint_config: BertConfig) -> list[str]:
+    return [
+        f"{field}: model {getattr(model_config, field)!r} vs checkpoint "
+        f"{getattr(checkpoint_config, field)!r}"
+        for field in _ARCHITECTURE_FIELDS
+        if getattr(model_config, field) != getattr(checkpoint_config, field)
+    ]
+
+
 def _check_config(model_config: BertConfig, source: _Source) -> None:
     if source.config is None:
         return
-    diffs = [
-        f"{field}: model {getattr(model_config, field)!r} vs checkpoint "
-        f"{getattr(source.config, field)!r}"
-        for field in _ARCHITECTURE_FIELDS
-        if getattr(model_config, field) != getattr(source.config, field)
-    ]
-    if diffs:
+    if diffs := _config_diffs(model_config, source.config):
         raise ValueError(f"{source.path}: config differs from the model's: " + "; ".join(diffs))
+
+
+def check_output_dir(output_dir: str | os.PathLike, config: BertConfig) -> None:
+    """Raises ValueError if `output_dir` holds training checkpoints of another architecture.
+
+    Judged by the `bert_config.json` the training scripts write beside their checkpoints:
+    resuming would fail on the first mismatched variable, and writing the new config there
+    would mislabel the checkpoints already in it.
+    """
+    config_file = Path(output_dir) / CONFIG_NAME
+    if not (tf.train.latest_checkpoint(str(output_dir)) and config_file.exists()):
+        return
+    if diffs := _config_diffs(config, BertConfig.from_json_file(config_file)):
+        raise ValueError(
+            f"{output_dir} holds training checkpoints of another model ({'; '.join(diffs)}, "
+            f"per its {CONFIG_NAME}): resume with the same config, or use a new output folder"
+        )
 
 
 def load_pretrained(

@@ -41,11 +41,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
 import sys
 from collections.abc import Sequence
 
 import numpy as np
+
+from bert_tf.flags_util import decode_utf8
 
 TRAIN, DEV, TEST = "train", "dev", "test"
 
@@ -148,9 +151,10 @@ def _read_rows(path: str, delimiter: str) -> list[tuple[int, list[str]]]:
     # GLUE texts contain quotes and long fields (MNLI parses): no quoting, no field limit.
     csv.field_size_limit(sys.maxsize)
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-        return [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
+    with open(path, "rb") as f:
+        text = decode_utf8(f.read(), path).removeprefix("\ufeff")  # a BOM (spreadsheet CSVs)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
+    return [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
 
 
 def _parse_label(value: str, labels: list[str] | None, path: str, line: int) -> str | float:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
@@ -147,17 +148,24 @@ def text_documents(input_files: Sequence[str]) -> Iterator[list[str]]:
             yield document
 
 
+def tokenize_documents(
+    documents: Sequence[Sequence[str]], tokenizer: BertTokenizer
+) -> list[list[list[int]]]:
+    """Each document's sentences as token ids (one tokenizer call for all); a sentence with no
+    token (e.g. only control characters) gets [], which callers drop."""
+    sentences = [s for document in documents for s in document]
+    ids = iter(tokenizer(tf.constant(sentences)).to_list()) if sentences else iter(())
+    return [[next(ids) for _ in document] for document in documents]
+
+
 def read_documents(input_files: Sequence[str], tokenizer: BertTokenizer) -> list[list[list[int]]]:
     """Tokenized documents (lists of sentences of ids), in input order, empty ones dropped."""
     documents: list[list[list[int]]] = []
     pending: list[list[str]] = []  # documents awaiting tokenization, in batches of sentences
 
     def flush():
-        sentences = [s for document in pending for s in document]
-        ids = iter(tokenizer(tf.constant(sentences)).to_list()) if sentences else iter(())
-        for document in pending:
-            # Sentences with no token (e.g. only control characters) are dropped.
-            documents.append([tokens for _ in document if (tokens := next(ids))])
+        for document in tokenize_documents(pending, tokenizer):
+            documents.append([tokens for tokens in document if tokens])
         pending.clear()
 
     batched = 0
@@ -497,6 +505,12 @@ def _check_example(record: bytes, spec: dict, where: str) -> None:
             )
 
 
+def _op_message(error: tf.errors.OpError) -> str:
+    """TF's error message without the internal function and op names around it."""
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", error.message)
+    return re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.S).strip()
+
+
 def check_pretraining_file(path: str, max_seq_length: int, max_predictions_per_seq: int) -> int:
     """Reads a whole file, checking every record; returns the record count.
 
@@ -510,7 +524,7 @@ def check_pretraining_file(path: str, max_seq_length: int, max_predictions_per_s
             _check_example(record, spec, f"{path} record {count}")
     except tf.errors.DataLossError as e:
         raise ValueError(
-            f"{path}: corrupt or truncated TFRecord after {count} good records ({e.message})"
+            f"{path}: corrupt or truncated TFRecord after {count} good records ({_op_message(e)})"
         ) from None
     return count
 
@@ -538,20 +552,27 @@ def read_pretraining_dataset(
     and `masked_lm_weights` (float32); per example, or batched if `batch_size` is given.
 
     The first record of every file is checked before the dataset is built (ValueError naming
-    the file and feature); `check_pretraining_file` checks whole files. `shuffle` shuffles the
-    file order and records (in a buffer of `shuffle_buffer_size`), reproducibly with `seed`.
+    the file and feature, or saying that no file holds a record); `check_pretraining_file`
+    checks whole files. `shuffle` shuffles the file order and records (in a buffer of
+    `shuffle_buffer_size`), reproducibly with `seed`.
     """
     files = expand_file_patterns(file_patterns, "file_patterns")
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    empty = []
     for path in files:
         try:
             first = next(iter(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator()), None)
         except tf.errors.DataLossError as e:
-            raise ValueError(f"{path}: corrupt or truncated TFRecord ({e.message})") from None
+            raise ValueError(f"{path}: corrupt or truncated TFRecord ({_op_message(e)})") from None
         if first is None:
             logging.warning("%s holds no records", path)
+            empty.append(path)
         else:
             _check_example(first, spec, f"{path} record 1")
+    if len(empty) == len(files):
+        # A repeated empty dataset would end the first training step with OutOfRangeError.
+        names = ", ".join(files[:3]) + " ..." * (len(files) > 3)
+        raise ValueError(f"no records in the {len(files)} file(s) {names}: expected TFRecords")
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:

@@ -32,7 +32,12 @@ from absl import app, flags, logging
 
 from bert_tf import checkpoints, glue, training
 from bert_tf.encoder import build_encoder
-from bert_tf.flags_util import checkpoint_file, resolve_config
+from bert_tf.flags_util import (
+    TRAINING_LOOP_FLAGS,
+    check_positive,
+    checkpoint_file,
+    resolve_config,
+)
 from bert_tf.models import BertClassifier
 from bert_tf.optimization import create_optimizer
 from bert_tf.tokenization import BertPreprocessor
@@ -243,9 +248,9 @@ def _check_flags(args: flags.FlagValues) -> None:
             raise ValueError(f"--{name} is required")
     if not os.path.isdir(args.data_dir):
         raise ValueError(f"--data_dir={args.data_dir}: no such folder")
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if args[name].value <= 0:
-            raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
+    check_positive(
+        args, ["train_batch_size", "eval_batch_size", "predict_batch_size", *TRAINING_LOOP_FLAGS]
+    )
     if not 0 <= args.warmup_proportion <= 1:
         raise ValueError(f"--warmup_proportion: expected 0..1, got {args.warmup_proportion}")
     if args.init_checkpoint and not tf.io.gfile.glob(args.init_checkpoint + "*"):
@@ -255,6 +260,8 @@ def _check_flags(args: flags.FlagValues) -> None:
 def run(args: flags.FlagValues) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     _check_flags(args)
+    # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
+    strategy = training.get_strategy(args.distribution_strategy, args.tpu_name)
     processor = glue.get_processor(args.task_name)
     config = resolve_config(args.init_checkpoint, args.bert_config_file)
     if not 3 <= args.max_seq_length <= config.max_position_embeddings:
@@ -289,8 +296,8 @@ def run(args: flags.FlagValues) -> None:
         training.set_seed(args.seed)
     if args.use_mixed_precision:
         training.set_precision(f"mixed_{args.mixed_precision_dtype}")
-    strategy = training.get_strategy(args.distribution_strategy, args.tpu_name)
     output_dir = Path(args.output_dir)
+    checkpoints.check_output_dir(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
     config.to_json_file(output_dir / "bert_config.json")
     num_classes = len(label_list) or 1

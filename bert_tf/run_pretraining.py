@@ -32,10 +32,11 @@ from absl import app, flags, logging
 from bert_tf import checkpoints, pretraining, training
 from bert_tf.configs import PRESETS, BertConfig
 from bert_tf.encoder import build_encoder
+from bert_tf.flags_util import TRAINING_LOOP_FLAGS, check_positive
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
 from bert_tf.optimization import create_optimizer
-from bert_tf.pretraining_data import expand_file_patterns
+from bert_tf.pretraining_data import check_pretraining_file, expand_file_patterns
 from bert_tf.tokenization import load_vocab
 
 FLAGS = flags.FLAGS
@@ -137,9 +138,16 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
             f"--max_predictions_per_seq: expected 1..{args.max_seq_length} (--max_seq_length), "
             f"got {args.max_predictions_per_seq}"
         )
-    for name in ("train_batch_size", "eval_batch_size", "num_train_steps", "max_eval_steps"):
-        if args[name].value <= 0:
-            raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
+    check_positive(
+        args,
+        [
+            "train_batch_size",
+            "eval_batch_size",
+            "num_train_steps",
+            "max_eval_steps",
+            *TRAINING_LOOP_FLAGS,
+        ],
+    )
     if not 0 <= args.num_warmup_steps <= args.num_train_steps:
         raise ValueError(
             f"--num_warmup_steps: expected 0..{args.num_train_steps} (--num_train_steps), "
@@ -152,6 +160,18 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
     ):
         raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
     return input_files
+
+
+def _input_error(input_files: list[str], args: flags.FlagValues, error: Exception) -> Exception:
+    """The ValueError naming the file and record behind a data error met while training or
+    evaluating (only the first record of each file is checked up front), else `error`."""
+    logging.warning("reading the records failed; checking --input_file to find the bad one")
+    for path in input_files:
+        try:
+            check_pretraining_file(path, args.max_seq_length, args.max_predictions_per_seq)
+        except ValueError as e:
+            return e
+    return error
 
 
 def _masker(args: flags.FlagValues, config: BertConfig) -> MaskedLmMasker:
@@ -173,13 +193,22 @@ def run(args: flags.FlagValues = FLAGS) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     config = _config(args)
     input_files = _check_flags(args, config)
+    try:
+        _run(args, config, input_files)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        raise _input_error(input_files, args, e) from None
+
+
+def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> None:
+    # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
+    strategy = training.get_strategy(args.distribution_strategy, args.tpu)
     masker = _masker(args, config) if args.dynamic_masking else None
     if args.seed is not None:
         training.set_seed(args.seed)
     if args.use_mixed_precision:
         training.set_precision(f"mixed_{args.mixed_precision_dtype}")
-    strategy = training.get_strategy(args.distribution_strategy, args.tpu)
     output_dir = Path(args.output_dir)
+    checkpoints.check_output_dir(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
     config.to_json_file(output_dir / "bert_config.json")
     with strategy.scope():

@@ -178,8 +178,9 @@ def _check_flags() -> None:
         "max_answer_length",
         "save_checkpoints_steps",
         "steps_per_loop",
+        "learning_rate",
     ):
-        if FLAGS[name].value <= 0:
+        if not FLAGS[name].value > 0:
             sys.exit(f"error: --{name}: expected a positive number, got {FLAGS[name].value}")
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         sys.exit(
@@ -305,6 +306,8 @@ def main(argv: list[str]) -> None:
     from bert_tf.training import get_strategy, restore_latest, set_precision, set_seed
 
     try:
+        # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
+        strategy = get_strategy(FLAGS.distribution_strategy)
         config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
         if FLAGS.max_seq_length > config.max_position_embeddings:
             raise ValueError(
@@ -325,7 +328,6 @@ def main(argv: list[str]) -> None:
         os.makedirs(FLAGS.output_dir, exist_ok=True)
         set_seed(FLAGS.seed)
         set_precision("mixed_float16" if FLAGS.use_mixed_precision else "float32")
-        strategy = get_strategy(FLAGS.distribution_strategy)
         with strategy.scope():
             model = BertSpanLabeler(build_encoder(config))
         if FLAGS.do_train:

@@ -51,6 +51,7 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_tf.encoder import INPUT_NAMES
+from bert_tf.flags_util import decode_utf8
 from bert_tf.tokenization import BertTokenizer, normalize_text
 
 # BERT's basic (pre-WordPiece) split: whitespace is dropped, ASCII punctuation, Unicode
@@ -111,11 +112,12 @@ def read_squad_json(input_file: str | os.PathLike) -> list[dict]:
     path = os.fspath(input_file)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SQuAD file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        text = decode_utf8(f.read(), path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f'{path}: expected a SQuAD JSON object with a "data" list of articles')
     return data["data"]
@@ -144,12 +146,23 @@ def _split_words(text: str) -> tuple[list[str], list[int]]:
     return words, char_to_word
 
 
+def _field(obj, key: str, kinds: tuple[type, ...], where: str):
+    """`obj[key]` if `obj` is a JSON object and the value one of `kinds`; else ValueError
+    naming `where` in the file and what was expected."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        expected = " or ".join(kind.__name__ for kind in kinds)
+        raise ValueError(f'{where}: expected "{key}" ({expected}), got {value!r:.100}')
+    return value
+
+
 def _check_answer(path: str, qas_id: str, context: str, answer: dict) -> None:
-    text, start = answer.get("text"), answer.get("answer_start")
-    if not isinstance(text, str) or not isinstance(start, int):
+    text = answer.get("text") if isinstance(answer, dict) else None
+    start = answer.get("answer_start") if isinstance(answer, dict) else None
+    if not isinstance(text, str) or not isinstance(start, int) or start < 0:
         raise ValueError(
             f'{path}: question "{qas_id}": each answer needs "text" (string) and '
-            f'"answer_start" (integer), got {answer!r}'
+            f'"answer_start" (integer >= 0), got {answer!r:.200}'
         )
     found = context[start : start + len(text)]
     if found != text:
@@ -171,19 +184,27 @@ def read_squad_examples(
     """
     path = os.fspath(input_file)
     examples = []
-    for article in read_squad_json(path):
-        for paragraph in article.get("paragraphs", []):
-            context = paragraph["context"]
+    for a, article in enumerate(read_squad_json(path)):
+        where = f"{path}: data[{a}]"
+        paragraphs = article.get("paragraphs", []) if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise ValueError(f'{where}: expected an article object with a "paragraphs" list')
+        for p, paragraph in enumerate(paragraphs):
+            context = _field(paragraph, "context", (str,), f"{where}.paragraphs[{p}]")
             doc_tokens, char_to_word = _split_words(context)
-            for qa in paragraph["qas"]:
-                qas_id = str(qa["id"])
+            for q, qa in enumerate(_field(paragraph, "qas", (list,), f"{where}.paragraphs[{p}]")):
+                question_where = f"{where}.paragraphs[{p}].qas[{q}]"
+                qas_id = str(_field(qa, "id", (str, int), question_where))
+                question = _field(qa, "question", (str,), question_where)
                 answers = qa.get("answers", [])
+                if not isinstance(answers, list):
+                    raise ValueError(f'{question_where}: expected "answers" (list)')
                 for answer in answers:
                     _check_answer(path, qas_id, context, answer)
                 is_impossible = version_2_with_negative and bool(qa.get("is_impossible", False))
                 example = SquadExample(
                     qas_id=qas_id,
-                    question_text=qa["question"],
+                    question_text=question,
                     doc_tokens=doc_tokens,
                     is_impossible=is_impossible,
                 )

@@ -32,6 +32,8 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.flags_util import decode_utf8
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 # BERT's "clean text" step (google-research/bert and HF tokenizers): drop NUL, U+FFFD and
@@ -76,7 +78,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"vocab file not found: {path}")
     with tf.io.gfile.GFile(path, "rb") as f:
-        text = f.read().decode("utf-8")
+        text = decode_utf8(f.read(), f"vocab file {path}")
     lines = text.split("\n")
     if lines[-1] == "":  # the newline that ends the last token
         lines.pop()

@@ -13,9 +13,16 @@
   `tf.train.CheckpointManager` (`bert_tf.checkpoints.training_checkpoint`: model, optimizer, step
   counter, dropout RNG states). The manager writes the `checkpoint` state file only after the
   checkpoint's data and index are complete, so a crash mid-write leaves `latest` on the previous
-  one. Rerunning with the same `output_dir` resumes weights, optimizer, step and input position
-  (the dataset skips the `step` batches already consumed: `tf.distribute` iterators cannot be
+  one; a latest checkpoint damaged afterwards is skipped for the one before it. Rerunning with
+  the same `output_dir` resumes weights, optimizer, step and input position (the dataset
+  skips the `step` batches already consumed: `tf.distribute` iterators cannot be
   checkpointed); `init_checkpoint` only initialises weights (any format `load_pretrained` reads);
+- multi-worker (`MultiWorkerMirroredStrategy`, cluster from `TF_CONFIG`, e.g. set by
+  `bert_tf.launch`): every worker runs the same loop on its share of each global batch (the
+  dataset is sharded by data, so the batches are those of a one-worker run); only the chief
+  writes checkpoints, logs and summaries into `output_dir`, the others save into a temporary
+  folder (saving takes part in collective ops, so every worker must save) that they delete at
+  the end; every worker resumes from the chief's latest checkpoint in `output_dir`;
 - a non-finite loss stops training with `FloatingPointError` before anything is saved;
 - logs (absl) every `log_every_steps`: step, learning rate, loss, metrics, examples/s, ETA; the same
   go to TensorBoard (`output_dir`), `training_log.json` and `training_curve.png`, rewritten on each
@@ -54,6 +61,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -86,7 +95,12 @@ def get_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        try:  # the cluster comes from TF_CONFIG (one local worker without it)
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"multi_worker_mirrored: create the strategy before any TensorFlow op ({e})"
+            ) from None
     if name == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
         tf.config.experimental_connect_to_cluster(resolver)
@@ -185,15 +199,13 @@ class Trainer:
             ):
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
+            inner = getattr(optimizer, "inner_optimizer", optimizer)
+            self._global_clipnorm = inner.global_clipnorm
             # Built now so that a restore fills the slots at once instead of deferring.
             self.optimizer.build(model.trainable_variables)
-            self.global_step = tf.Variable(
-                0,
-                dtype=tf.int64,
-                trainable=False,
-                name="global_step",
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
+        # A plain host variable (outside the scope, so `int()` reads it under any strategy):
+        # it is only updated outside `strategy.run`, identically on every worker.
+        self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self._gradients_fn = (
             tf.function(self._gradients, jit_compile=True) if jit_compile else self._gradients
         )
@@ -238,12 +250,36 @@ class Trainer:
             loss, metrics, grads = tf.nest.map_structure(
                 lambda t: t / steps, (loss, metrics, grads)
             )
+        if self.strategy.num_replicas_in_sync > 1 and self._global_clipnorm:
+            grads = self._clip_across_replicas(grads)
         self.optimizer.apply(grads, self.model.trainable_variables)
         return {"loss": loss, **metrics}
+
+    def _clip_across_replicas(self, grads):
+        """Each replica's share of the replicas' gradient sum clipped by its global norm.
+
+        Keras clips each replica's partial gradient before it sums them, which is not the
+        one-replica update (TF's own verdict: clipping belongs after the aggregation). So sum
+        here, clip, and hand each replica 1/N of the result: the optimizer's sum gives it back
+        exactly (for power-of-two N), and its own clip is then a no-op (the norm of a share is
+        at most clipnorm / N). The price is a second all-reduce per step: Keras 3 has no
+        public way to apply gradients that are already aggregated.
+        """
+        context = tf.distribute.get_replica_context()
+        dense = [tf.convert_to_tensor(g) for g in grads]  # embedding IndexedSlices included
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, dense)
+        clip_norm = self._global_clipnorm
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            clip_norm = clip_norm * self.optimizer.dynamic_scale  # grads are still loss-scaled
+        clipped, _ = tf.clip_by_global_norm(total, clip_norm)
+        return [g / self.strategy.num_replicas_in_sync for g in clipped]
 
     def _make_train_loop(self):
         strategy = self.strategy
 
+        # A function of its own: traced once and called twice below (the peeled first step and
+        # the loop body) instead of being traced and optimised twice inline (halves warm-up).
+        @tf.function
         def step(iterator):
             values = strategy.run(self._replica_step, args=(next(iterator),))
             return {
@@ -288,7 +324,33 @@ class Trainer:
             raise ValueError(
                 "the training dataset needs a static batch size: batch it with drop_remainder=True"
             )
+        # Checked before tracing: raised inside the compiled step it comes wrapped in a trace.
+        steps = self.gradient_accumulation_steps
+        per_replica, uneven = divmod(batch_size, self.strategy.num_replicas_in_sync)
+        if steps > 1 and (uneven or per_replica % steps):
+            raise ValueError(
+                f"gradient_accumulation_steps={steps} must divide the "
+                f"per-replica batch size {batch_size / self.strategy.num_replicas_in_sync:g}"
+            )
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        # Only the chief writes into output_dir; the other workers' files go to a temp folder.
+        is_chief = self.strategy.extended.should_checkpoint
+        save_dir = self.output_dir if is_chief else Path(tempfile.mkdtemp(prefix="bert_tf-worker-"))
+        try:
+            return self._train(dataset, num_train_steps, init_checkpoint, save_dir, is_chief)
+        finally:
+            if not is_chief:
+                shutil.rmtree(save_dir, ignore_errors=True)
+
+    def _train(
+        self,
+        dataset: tf.data.Dataset,
+        num_train_steps: int,
+        init_checkpoint: str | os.PathLike | None,
+        save_dir: Path,
+        is_chief: bool,
+    ) -> dict[str, float]:
+        batch_size = _batch_size(dataset)
         checkpoint = checkpoints.training_checkpoint(
             self.model,
             self.optimizer,
@@ -299,22 +361,31 @@ class Trainer:
         )
         manager = tf.train.CheckpointManager(
             checkpoint,
-            str(self.output_dir),
-            max_to_keep=self.keep_checkpoint_max,
+            str(save_dir),
+            max_to_keep=self.keep_checkpoint_max if is_chief else 1,
             step_counter=self.global_step,
         )
-        if manager.latest_checkpoint:
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info(
-                "resumed from %s at step %d", manager.latest_checkpoint, int(self.global_step)
-            )
+        # Every worker resumes from the chief's checkpoint.
+        if latest := checkpoints.restore_newest_readable(checkpoint, self.output_dir):
+            logging.info("resumed from %s at step %d", latest, int(self.global_step))
         elif init_checkpoint:
             checkpoints.load_pretrained(self.model, init_checkpoint)
             logging.info("initialised weights from %s", init_checkpoint)
         step = int(self.global_step)
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset.skip(step)))
+        # Shard by data, not files: each worker takes its replicas' part of every global batch,
+        # so a multi-worker run trains on the batches of a one-worker run and `skip` resumes it.
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        dataset = dataset.skip(step).with_options(options)
+        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         history = self._read_history(step)
-        writer = tf.summary.create_file_writer(str(self.output_dir))
+        writer = (
+            tf.summary.create_file_writer(str(self.output_dir))
+            if is_chief
+            else tf.summary.create_noop_writer()
+        )
         sums: dict[str, float] = {}
         since_log, start_step, start_time = 0, step, time.perf_counter()
         interval_time = start_time
@@ -366,11 +437,14 @@ class Trainer:
             if step % self.save_checkpoints_steps == 0 or step == num_train_steps:
                 # The log first: a kill between the two leaves a log ahead of the last
                 # checkpoint, which a resume trims (`_read_history`), never one behind it.
-                self._write_history(history, num_train_steps, batch_size)
+                if is_chief:
+                    self._write_history(history, num_train_steps, batch_size)
                 path = manager.save(checkpoint_number=step)
-                logging.info("saved %s", path)
+                if is_chief:
+                    logging.info("saved %s", path)
         writer.flush()
-        self._write_history(history, num_train_steps, batch_size)
+        if is_chief:
+            self._write_history(history, num_train_steps, batch_size)
         return last
 
     # --- training log -------------------------------------------------------------------------
@@ -420,10 +494,8 @@ def plot_history(history: list[dict], path: str) -> None:
 
 def restore_latest(model: keras.Model, output_dir: str | os.PathLike) -> str | None:
     """Restores `model` from the latest training checkpoint in `output_dir`; returns its path."""
-    latest = tf.train.latest_checkpoint(str(output_dir))
-    if latest:
-        checkpoints.training_checkpoint(model).restore(latest).expect_partial()
-    return latest
+    checkpoint = checkpoints.training_checkpoint(model)
+    return checkpoints.restore_newest_readable(checkpoint, output_dir, partial=True)
 
 
 def predict(

@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import pretraining_data
-from bert_tf.data import corpora
 from bert_tf.tokenization import SpecialTokenIds, load_vocab
 
 SEQ, PRED = 64, 10
@@ -17,18 +16,9 @@ OPTIONS = {"max_seq_length": SEQ, "max_predictions_per_seq": PRED, "dupe_factor"
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, gensim_dir):
+def corpus(tmp_path_factory, lee_corpus):
     """Two files of Lee news documents in BERT's format (one sentence per line)."""
-    docs = list(corpora.lee_documents(gensim_dir / "lee_background.cor"))[:30]
-    folder = tmp_path_factory.mktemp("corpus")
-    corpora.write_documents(docs[:20], folder / "a.txt")
-    corpora.write_documents(docs[20:], folder / "b.txt")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return minilm_dir / "vocab.txt"
+    return lee_corpus(tmp_path_factory.mktemp("corpus"), a=20, b=10)
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,6 @@
 flag errors."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,62 +9,33 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import pretraining, run_pretraining, training
-from bert_tf.configs import BertConfig
-from bert_tf.data import corpora
 from bert_tf.masking import MaskedLmMasker, restore_original_ids
-from bert_tf.pretraining_data import create_pretraining_data
 from bert_tf.tokenization import SpecialTokenIds, load_vocab
 
 SEQ, PRED = 32, 5
-# Dropout off so that a few hundred steps memorise the examples exactly.
-TINY = BertConfig(
-    vocab_size=30522,
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=128,
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-    max_position_embeddings=64,
-)
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory, gensim_dir, minilm_dir) -> Path:
-    """A handful of pretraining records from two Lee documents, and the tiny config."""
-    folder = tmp_path_factory.mktemp("pretraining")
-    docs = list(corpora.lee_documents(gensim_dir / "lee_background.cor"))[:2]
-    corpora.write_documents(docs, folder / "corpus.txt")
-    count = create_pretraining_data(
-        str(folder / "corpus.txt"),
-        str(folder / "train.tfrecord"),
-        minilm_dir / "vocab.txt",
-        max_seq_length=SEQ,
-        max_predictions_per_seq=PRED,
-        dupe_factor=1,
+def data_dir(tiny_pretraining_data):
+    """A handful of pretraining records from two Lee documents, and a tiny config without
+    dropout (so that a few hundred steps memorise the examples exactly)."""
+    data = tiny_pretraining_data(
+        max_seq_length=SEQ, max_predictions_per_seq=PRED, config="no_dropout"
     )
-    assert 8 <= count <= 32
-    TINY.to_json_file(folder / "tiny_config.json")
-    return folder
+    assert 8 <= data.count <= 32
+    return data
 
 
-def _flags(data_dir: Path, output_dir: Path, **overrides) -> list[str]:
+def _flags(data_dir, output_dir: Path, **overrides) -> list[str]:
     values = {
-        "input_file": data_dir / "train.tfrecord",
-        "output_dir": output_dir,
-        "bert_config_file": data_dir / "tiny_config.json",
-        "max_seq_length": SEQ,
-        "max_predictions_per_seq": PRED,
         "train_batch_size": 16,
         "eval_batch_size": 16,
         "learning_rate": 5e-3,
         "num_train_steps": 150,
         "num_warmup_steps": 10,
-        "seed": 1,
         **overrides,
     }
-    argv = [f"--{k}={v}" for k, v in values.items() if not isinstance(v, bool)]
-    return argv + [f"--{'' if v else 'no'}{k}" for k, v in values.items() if isinstance(v, bool)]
+    return data_dir.argv(output_dir, **values)
 
 
 def _eval_results(output_dir: Path) -> dict[str, float]:
@@ -106,7 +72,7 @@ def test_dynamic_masking_remasks_each_read_and_eval_keeps_static_masks(data_dir,
     vocab = load_vocab(minilm_dir / "vocab.txt")
     special = SpecialTokenIds.from_vocab(vocab)
     masker = MaskedLmMasker.from_vocab(vocab, max_predictions_per_seq=PRED)
-    files = str(data_dir / "train.tfrecord")
+    files = str(data_dir.input_file)
     stored = next(iter(pretraining.pretraining_dataset(files, SEQ, PRED, 64, training=False)))
     count = len(stored["input_word_ids"])
     # Batches of the whole file: batch k is the k-th read of every record.
@@ -179,40 +145,3 @@ def test_bad_flags_exit_with_clear_errors(data_dir, tmp_path, run_main, override
     argv = _flags(data_dir, tmp_path, **{"do_train": True, **overrides})
     with pytest.raises(SystemExit, match=f"error: .*{message}"):
         run_main(run_pretraining, *argv)
-
-
-@pytest.mark.slow
-def test_sigkill_mid_training_then_rerun_finishes(data_dir, minilm_dir, tmp_path):
-    """Resume with --dynamic_masking: the re-masking seeds replay, the step log is continuous."""
-    command = [
-        sys.executable,
-        "-m",
-        "bert_tf.run_pretraining",
-        *_flags(
-            data_dir,
-            tmp_path,
-            do_train=True,
-            dynamic_masking=True,
-            vocab_file=minilm_dir / "vocab.txt",
-            num_train_steps=60,
-            save_checkpoints_steps=20,
-            log_steps=20,
-            iterations_per_loop=5,
-        ),
-    ]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = tmp_path / "checkpoint"
-    deadline = time.monotonic() + 600
-    while first.poll() is None and time.monotonic() < deadline:
-        if state.exists() and "ckpt-20" in state.read_text():
-            first.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    assert first.wait() == -signal.SIGKILL, "training ended before it could be killed"
-    assert not (tmp_path / "ckpt-60.index").exists()
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "resumed from" in second.stderr and (tmp_path / "ckpt-60.index").exists()
-    steps = [e["step"] for e in json.loads((tmp_path / training.LOG_FILE).read_text())["history"]]
-    assert steps == [20, 40, 60]

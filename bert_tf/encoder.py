@@ -28,10 +28,10 @@ outputs["sequence_output"].shape  # (1, 5, 128)
 from __future__ import annotations
 
 import keras
-from keras_nlp.layers import PositionEmbedding, ReversibleEmbedding
+from keras_nlp.layers import PositionEmbedding
 
 from bert_tf.configs import LAYER_NORM_EPSILON, BertConfig
-from bert_tf.layers import TransformerLayer, truncated_normal
+from bert_tf.layers import TransformerLayer, WordEmbedding, truncated_normal
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -48,8 +48,8 @@ def encoder_inputs(name_prefix: str = "") -> dict[str, keras.KerasTensor]:
 class BertEncoder(keras.Model):
     """BERT encoder; constructor args are the `BertConfig` fields.
 
-    The word embedding layer is a keras-nlp `ReversibleEmbedding`, so the masked-LM head can reuse
-    it as its (tied) output projection.
+    The word embedding layer is a keras-nlp `ReversibleEmbedding` (`bert_tf.layers.WordEmbedding`),
+    so the masked-LM head can reuse it as its (tied) output projection.
     """
 
     def __init__(
@@ -80,7 +80,7 @@ class BertEncoder(keras.Model):
             type_vocab_size=type_vocab_size,
             initializer_range=initializer_range,
         )
-        word_embeddings = ReversibleEmbedding(
+        word_embeddings = WordEmbedding(
             vocab_size,
             hidden_size,
             embeddings_initializer=truncated_normal(initializer_range),

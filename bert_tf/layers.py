@@ -4,6 +4,8 @@ keras-nlp's `TransformerEncoder` has one dropout rate for both the attention pro
 residual branches (BERT has two), and `keras.layers.MultiHeadAttention` runs softmax in the compute
 dtype (float16 under mixed precision). `BertAttention` and `TransformerLayer` fix exactly those two
 points and otherwise reuse the Keras layers (EinsumDense projections, LayerNormalization, Dense).
+`FlatDense` (the feed-forward) and `WordEmbedding` (the tied vocabulary projection) only run their
+matmul as one 2-D MatMul, which TF executes faster than the broadcasting one on 3-D inputs.
 
 Example:
 
@@ -24,6 +26,7 @@ from collections.abc import Callable
 
 import keras
 from keras import ops
+from keras_nlp.layers import ReversibleEmbedding
 
 from bert_tf.configs import ACTIVATIONS, LAYER_NORM_EPSILON
 
@@ -61,6 +64,41 @@ def get_activation(name: str) -> Callable:
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
     """BERT's weight initializer (`initializer_range` = stddev, truncated at 2 stddev)."""
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def _flat_matmul(layer_call: Callable, inputs, units: int):
+    """Runs `layer_call` on `inputs` flattened to `[-1, width]`; restores the leading dims.
+
+    TF runs `[batch, n, width] @ [width, units]` as a broadcasting BatchMatMul, which on CPU
+    takes ~1.35x the time of one 2-D MatMul of the same numbers (`[32, 128, 256] @ [256, 1024]`),
+    and whose gradient for the shared kernel materialises `[batch, width, units]` before summing
+    over the batch (500 MB for the masked-LM vocabulary projection of a batch of 32 at H=128).
+    """
+    shape = ops.shape(inputs)
+    outputs = layer_call(ops.reshape(inputs, (-1, shape[-1])))
+    return ops.reshape(outputs, (*shape[:-1], units))
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WordEmbedding(ReversibleEmbedding):
+    """keras-nlp's `ReversibleEmbedding` whose reverse (tied output) projection is a 2-D matmul
+    (see `_flat_matmul`): the same numbers, its training step ~3x faster on CPU."""
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            return super().call(inputs)
+        return _flat_matmul(
+            lambda x: super(WordEmbedding, self).call(x, reverse=True), inputs, self.input_dim
+        )
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FlatDense(keras.layers.Dense):
+    """`keras.layers.Dense` whose matmul on `[batch, seq, width]` is one 2-D MatMul (see
+    `_flat_matmul`); same variables and maths."""
+
+    def call(self, inputs, training=None):
+        return _flat_matmul(lambda x: super(FlatDense, self).call(x), inputs, self.units)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -156,7 +194,7 @@ class TransformerLayer(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="attention_layer_norm"
         )
         self.attention_layer_norm.build(inputs_shape)
-        self.intermediate_dense = keras.layers.Dense(
+        self.intermediate_dense = FlatDense(
             self.intermediate_size,
             activation=get_activation(self.hidden_act),
             kernel_initializer=truncated_normal(self.initializer_range),
@@ -164,7 +202,7 @@ class TransformerLayer(keras.layers.Layer):
             name="intermediate_dense",
         )
         self.intermediate_dense.build(inputs_shape)
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = FlatDense(
             hidden,
             kernel_initializer=truncated_normal(self.initializer_range),
             dtype=self.dtype_policy,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from absl import app, flags, logging
 
+from bench import reference
 from experiments import report
 
 FLAGS = flags.FLAGS
@@ -41,18 +42,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def keras_nlp_backbone(google_weights: dict[str, np.ndarray], config):
     """A keras-nlp `BertBackbone` of `config`'s shape holding google-named BERT weights."""
-    import keras_nlp
-
-    backbone = keras_nlp.models.BertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads,
-        hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size,
-        dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings,
-        num_segments=config.type_vocab_size,
-    )
+    backbone = reference.keras_nlp_backbone(config)
     names = {
         "token_embedding/embeddings": "bert/embeddings/word_embeddings",
         "position_embedding/embeddings": "bert/embeddings/position_embeddings",

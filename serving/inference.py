@@ -50,7 +50,27 @@ def check_deadline(deadline: float | None) -> None:
         raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline exceeded")
 
 
-def tensor_proto_to_array(name: str, proto) -> np.ndarray:
+def tensor_proto_to_array(name: str, proto, max_bytes: int = 0) -> np.ndarray:
+    """A TensorProto as an array; RESOURCE_EXHAUSTED if it would decode to over `max_bytes`.
+
+    A TensorProto may declare any shape and hold one value that fills it, so a tiny request
+    could otherwise allocate gigabytes; the declared size is checked before decoding.
+    """
+    try:
+        # Strings repeat the last value too: count a reference (8 bytes) per element.
+        item_bytes = (
+            8 if proto.dtype == tf.string.as_datatype_enum else tf.as_dtype(proto.dtype).size
+        )
+    except TypeError:  # not a dtype: make_ndarray reports it below
+        item_bytes = 0
+    if max_bytes and item_bytes:
+        dims = [d.size for d in proto.tensor_shape.dim]
+        if all(d >= 0 for d in dims) and item_bytes * int(np.prod(dims, dtype=object)) > max_bytes:
+            raise ServingError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"input {name!r}: shape {dims} would decode to more than the server's limit of "
+                f"{max_bytes} bytes (grpc.max_receive_message_length)",
+            )
     try:
         return tf.make_ndarray(proto)
     except (TypeError, ValueError) as e:
@@ -141,11 +161,35 @@ class InferenceService:
     Args:
         manager: the model manager (see `make_manager`).
         metrics: where request counts and latencies go.
+        max_request_batch_size: most rows (dimension 0) or examples per request; 0: no limit.
+        max_tensor_bytes: most bytes a gRPC input tensor may decode to; 0: no limit.
     """
 
-    def __init__(self, manager: ModelManager, metrics: Metrics | None = None):
+    def __init__(
+        self,
+        manager: ModelManager,
+        metrics: Metrics | None = None,
+        max_request_batch_size: int = 0,
+        max_tensor_bytes: int = 0,
+    ):
         self.manager = manager
         self.metrics = metrics or Metrics()
+        self.max_request_batch_size = max_request_batch_size
+        self.max_tensor_bytes = max_tensor_bytes
+
+    def check_batch_size(self, size: int) -> None:
+        """RESOURCE_EXHAUSTED when a request holds more rows than `--max_request_batch_size`."""
+        if self.max_request_batch_size and size > self.max_request_batch_size:
+            raise ServingError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"Request batch size {size} exceeds the server's limit of "
+                f"{self.max_request_batch_size} (--max_request_batch_size)",
+            )
+
+    def decode_inputs(self, tensor_protos) -> dict[str, np.ndarray]:
+        return {
+            k: tensor_proto_to_array(k, v, self.max_tensor_bytes) for k, v in tensor_protos.items()
+        }
 
     def observe(self, model_name: str, api: str, entrypoint: str, call: Callable):
         """Runs `call()`, counting it by status and timing it, as TF Serving's metrics do."""
@@ -184,6 +228,9 @@ class InferenceService:
                 f"output tensor alias not found in signature: {unknown[0]} Outputs expected to "
                 f"be in the set {{{','.join(signature.output_names)}}}.",
             )
+        for value in inputs.values():
+            if np.ndim(value):
+                self.check_batch_size(np.shape(value)[0])
         check_deadline(deadline)
         outputs = signature(inputs, deadline)
         return {k: v for k, v in outputs.items() if not output_filter or k in output_filter}
@@ -192,7 +239,7 @@ class InferenceService:
         def call():
             servable = self.resolve(request.model_spec)
             signature = servable.signature(request.model_spec.signature_name)
-            inputs = {k: tensor_proto_to_array(k, v) for k, v in request.inputs.items()}
+            inputs = self.decode_inputs(request.inputs)
             outputs = self.predict_arrays(
                 servable, signature.name, inputs, request.output_filter, deadline
             )
@@ -208,6 +255,7 @@ class InferenceService:
         signature = servable.signature(signature_name)
         _check_method(signature, method_name)
         examples = examples_from_input(request_input)
+        self.check_batch_size(len(examples))
         check_deadline(deadline)
         outputs = signature.run({tf.saved_model.CLASSIFY_INPUTS: examples})
         if method_name == CLASSIFY:
@@ -334,7 +382,7 @@ class InferenceService:
                 self.predict_arrays(
                     servable,
                     servable.signature(request.model_spec.signature_name).name,
-                    {k: tensor_proto_to_array(k, v) for k, v in request.inputs.items()},
+                    self.decode_inputs(request.inputs),
                     request.output_filter,
                 )
             elif kind in ("classify_log", "regress_log"):
@@ -360,8 +408,13 @@ def make_service(
     batching_parameters=None,
     enable_model_warmup: bool = True,
     metrics: Metrics | None = None,
+    max_request_batch_size: int = 0,
+    max_tensor_bytes: int = 0,
 ) -> InferenceService:
-    """A service whose manager loads versions with batching (if parameters given) and warmup."""
+    """A service whose manager loads versions with batching (if parameters given) and warmup.
+
+    `max_request_batch_size` and `max_tensor_bytes`: see InferenceService.
+    """
     metrics = metrics or Metrics()
     service: InferenceService
 
@@ -384,5 +437,7 @@ def make_service(
         metrics.count_load(path, "success")
         return servable
 
-    service = InferenceService(ModelManager(load, poll_wait_seconds), metrics)
+    service = InferenceService(
+        ModelManager(load, poll_wait_seconds), metrics, max_request_batch_size, max_tensor_bytes
+    )
     return service

@@ -6,6 +6,7 @@ Every poll lists each model's `base_path` for numeric version folders, picks the
 versions no longer aspired, and only if an aspired version is available, so a version that fails
 to load (reported in `status`, state END with its error) never takes the serving one's place.
 Requests keep a reference to their Servable, so unloading never cuts off in-flight requests.
+Only version folders inside the configured base path are loaded (`check_inside_base_path`).
 
 Example:
 
@@ -43,6 +44,34 @@ def aspired_versions(policy, on_disk: list[int]) -> list[int]:
         return sorted(set(policy.specific.versions) & set(on_disk))
     num_versions = policy.latest.num_versions if kind == "latest" else 1
     return sorted(on_disk)[-max(num_versions, 1) :]
+
+
+def check_inside_base_path(base_path: str, version_path: str) -> None:
+    """Raises PERMISSION_DENIED if `version_path`, or a link inside it, leads out of `base_path`.
+
+    A version folder (or its `variables/`, assets...) symlinked to elsewhere on the disk would
+    let whoever can write the base path make the server load any SavedModel (SavedModels are
+    code), so only folders inside the configured base path are loaded. Links that stay inside
+    (e.g. Kubernetes' `..data` volume layout) are fine. Local paths only: object stores
+    (`gs://`, `s3://`) have no links.
+    """
+    if "://" in base_path:
+        return
+    root = os.path.realpath(base_path)
+
+    def check(path: str) -> None:
+        real = os.path.realpath(path)
+        if os.path.commonpath([root, real]) != root:
+            raise ServingError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{path} resolves to {real}, outside the model's base path {root}: not loaded",
+            )
+
+    check(version_path)
+    for folder, subfolders, files in os.walk(version_path):  # does not follow links
+        for name in subfolders + files:
+            if os.path.islink(os.path.join(folder, name)):
+                check(os.path.join(folder, name))
 
 
 def validate_config(configs: list[ModelConfig]) -> None:
@@ -178,6 +207,7 @@ class ModelManager:
             model.status[version] = (State.LOADING, grpc.StatusCode.OK, "")
         logging.info("Loading %s version %d from %s", name, version, path)
         try:
+            check_inside_base_path(model.config.base_path, path)
             servable = self._loader(name, version, path)
         except Exception as e:  # any load failure is reported, never raised into serving
             code = e.code if isinstance(e, ServingError) else grpc.StatusCode.UNKNOWN

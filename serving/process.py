@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,15 +26,10 @@ from pathlib import Path
 import grpc
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
+from bert_tf.net import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ServerProcess:
@@ -63,8 +57,12 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_available(self, model_name: str, timeout: float = 180) -> None:
-        """Waits until a version of `model_name` is AVAILABLE (raises with the log if not)."""
+    def wait_available(self, model_name: str, timeout: float = 600) -> None:
+        """Waits until a version of `model_name` is AVAILABLE (raises with the log if not).
+
+        A server that fails exits and is reported at once; the long timeout is for a busy
+        machine, where importing TensorFlow alone has taken over a minute.
+        """
         stub = model_service_pb2_grpc.ModelServiceStub(self.channel)
         request = get_model_status_pb2.GetModelStatusRequest()
         request.model_spec.name = model_name

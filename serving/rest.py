@@ -6,17 +6,19 @@
   (columnar) in, `predictions` / `outputs` out; binary strings as `{"b64": ...}`
 - `POST ...:classify` / `...:regress`                           `examples` (+ `context`) in
 - `GET  <prometheus path>` when monitoring is enabled
-Errors are `{"error": "..."}` with TF Serving's HTTP status for the gRPC code.
+Errors are `{"error": "..."}` with TF Serving's HTTP status for the gRPC code. Bodies over the
+server's cap are refused from their Content-Length, unread (429, RESOURCE_EXHAUSTED).
 
 Example:
 
->>> server = RestServer(make_service(), "127.0.0.1", 8501, timeout_ms=30000)
+>>> server = RestServer(RestApi(make_service(), 30000, None), "127.0.0.1", 8501)
 >>> server.start()
 """
 
 import base64
 import json
 import re
+import socket
 import threading
 import time
 from http import HTTPStatus
@@ -59,6 +61,8 @@ _PATH = re.compile(
     r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
     r"(?:/(?P<metadata>metadata)|:(?P<method>predict|classify|regress))?"
 )
+# How long a refused request's unread body is drained before the connection closes.
+_DISCARD_SECONDS = 2
 # Model names and labels are map keys, never paths; still, refuse anything path-like.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 
@@ -134,6 +138,38 @@ def json_to_example(features) -> tf.train.Example:
     )
 
 
+def error_response(error: ServingError) -> tuple[int, str, bytes]:
+    """(HTTP status, content type, body) of an error, as TF Serving answers it."""
+    status = _HTTP_STATUS.get(error.code, HTTPStatus.INTERNAL_SERVER_ERROR)
+    return int(status), "application/json", json.dumps({"error": error.message}).encode("utf-8")
+
+
+def request_body_length(headers, max_bytes: int) -> int:
+    """The body length a request declares, checked before any of the body is read.
+
+    Raises ServingError: RESOURCE_EXHAUSTED (HTTP 429, TF Serving's mapping) over `max_bytes`
+    (0: no limit), INVALID_ARGUMENT for a malformed Content-Length, UNIMPLEMENTED for a
+    chunked body (its size is unknown until read; clients send Content-Length).
+    """
+    if headers.get("Transfer-Encoding"):
+        raise ServingError(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "Transfer-Encoding is not supported: send the body with a Content-Length",
+        )
+    value = (headers.get("Content-Length") or "0").strip()
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not re.fullmatch(r"[0-9]+", value) or len(headers.get_all("Content-Length") or []) > 1:
+        raise _invalid(f"Invalid Content-Length: {value[:40]!r}")
+    length = int(value)
+    if max_bytes and length > max_bytes:
+        raise ServingError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"Request body of {length} bytes exceeds the server's limit of {max_bytes} bytes "
+            "(--rest_api_max_request_bytes)",
+        )
+    return length
+
+
 class RestApi:
     """Turns REST requests into InferenceService calls and responses into JSON."""
 
@@ -148,15 +184,14 @@ class RestApi:
             return 200, "text/plain; version=0.0.4", self.service.metrics.exposition()
         try:
             result = self._dispatch(method, path, body)
-            status = HTTPStatus.OK
         except ServingError as e:
-            result = {"error": e.message}
-            status = _HTTP_STATUS.get(e.code, HTTPStatus.INTERNAL_SERVER_ERROR)
+            return error_response(e)
         except Exception as e:  # a bug must still answer, as TF Serving's INTERNAL would
             logging.exception("REST %s %s failed", method, path[:200])
-            result = {"error": f"{type(e).__name__}: {e}"}
-            status = HTTPStatus.INTERNAL_SERVER_ERROR
-        return int(status), "application/json", json.dumps(result).encode("utf-8")
+            return error_response(
+                ServingError(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            )
+        return int(HTTPStatus.OK), "application/json", json.dumps(result).encode("utf-8")
 
     def _dispatch(self, method: str, path: str, body: bytes):
         match = _PATH.fullmatch(path)
@@ -324,22 +359,61 @@ class RestApi:
 
 
 class RestServer:
-    """Serves a RestApi on `host:port` in a background thread."""
+    """Serves a RestApi on `host:port`: a thread per connection, so a slow client blocks only
+    its own thread, and a socket timeout that drops a client idle (or stalled mid-request) for
+    `idle_timeout` seconds.
 
-    def __init__(self, api: RestApi, host: str, port: int):
+    Args:
+        max_request_bytes: larger bodies are refused unread (429, RESOURCE_EXHAUSTED); 0: no limit.
+    """
+
+    def __init__(
+        self,
+        api: RestApi,
+        host: str,
+        port: int,
+        max_request_bytes: int = 0,
+        idle_timeout: float = 5,
+    ):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            timeout = 5  # idle keep-alive connections must not block draining
+            # Each read or write waits at most this long; idle keep-alive connections must not
+            # block draining either. A timeout closes the connection (handle_one_request).
+            timeout = idle_timeout
 
             def _respond(self, method: str):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                status, content_type, payload = api.handle(method, self.path, body)
+                refused = False
+                try:
+                    length = request_body_length(self.headers, max_request_bytes)
+                except ServingError as e:
+                    refused = self.close_connection = True  # an unread body is no request
+                    status, content_type, payload = error_response(e)
+                else:
+                    body = self.rfile.read(length) if length else b""
+                    status, content_type, payload = api.handle(method, self.path, body)
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(payload)
+                if refused:
+                    self._discard_input()
+
+            def _discard_input(self):
+                """Reads and drops what the client still sends, for a bounded time, so that a
+                client writing its whole body before reading gets the answer, not a reset."""
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_WR)
+                end = time.monotonic() + _DISCARD_SECONDS
+                while (left := end - time.monotonic()) > 0:
+                    self.connection.settimeout(left)
+                    try:
+                        if not self.connection.recv(1 << 16):
+                            return
+                    except OSError:
+                        return
 
             def do_GET(self):
                 self._respond("GET")

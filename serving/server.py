@@ -2,7 +2,9 @@
 
 Flags are tensorflow_model_server's, so a command line (or Kubernetes args list) written for this
 server runs the real one unchanged. When a `tensorflow_model_server` binary is on PATH and
-`--embedded` is not given, this execs it with the same flags (minus ours: `--embedded`, `--host`).
+`--embedded` is not given, this execs it with the same flags (minus ours: `--embedded`, `--host`,
+and the request limits `--rest_api_max_request_bytes`, `--max_request_batch_size`; see
+SECURITY.md).
 
 Example:
 
@@ -21,6 +23,8 @@ import threading
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
+# --rest_api_max_request_bytes' default (ours; the real server has no such cap).
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -92,9 +96,30 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "grpc_max_threads", 64, "Threads serving gRPC requests.", flag_values=flag_values
     )
+    flags.DEFINE_string(
+        "grpc_channel_arguments",
+        "",
+        "Comma-separated key=value gRPC server arguments, e.g. "
+        "grpc.max_receive_message_length=4194304 (default limit: 2 GiB - 1, as TF Serving).",
+        flag_values=flag_values,
+    )
     # Ours only (removed when delegating): the real server binds every interface, inside a container.
     flags.DEFINE_string(
         "host", "127.0.0.1", "Interface the gRPC and REST ports bind to.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "rest_api_max_request_bytes",
+        DEFAULT_MAX_REQUEST_BYTES,
+        "Largest REST request body; larger ones get 429 (RESOURCE_EXHAUSTED) unread. 0: no limit.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_request_batch_size",
+        1000,
+        "Most rows (examples) in one request; more get RESOURCE_EXHAUSTED. 0: no limit.",
+        lower_bound=0,
+        flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "embedded",
@@ -105,8 +130,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 BINARY = "tensorflow_model_server"
-_OUR_FLAGS = ("embedded", "noembedded", "host")
+_OUR_BOOL_FLAGS = ("embedded", "noembedded")
+_OUR_VALUE_FLAGS = ("host", "rest_api_max_request_bytes", "max_request_batch_size")
 _DRAIN_SECONDS = 30
+# TF Serving's gRPC message limit (ServerBuilder::SetMaxMessageSize(kint32max)); larger requests
+# get RESOURCE_EXHAUSTED from gRPC itself. --grpc_channel_arguments may lower it.
+GRPC_MAX_MESSAGE_BYTES = 2**31 - 1
 
 
 def delegated_argv(argv: list[str]) -> list[str]:
@@ -116,11 +145,34 @@ def delegated_argv(argv: list[str]) -> list[str]:
         name = arg.lstrip("-").split("=", 1)[0]
         if skip_next:
             skip_next = False
-        elif arg.startswith("-") and name in _OUR_FLAGS:
-            skip_next = "=" not in arg and name == "host"
+        elif arg.startswith("-") and name in _OUR_BOOL_FLAGS + _OUR_VALUE_FLAGS:
+            skip_next = "=" not in arg and name in _OUR_VALUE_FLAGS
         else:
             kept.append(arg)
     return kept
+
+
+def grpc_server_options(channel_arguments: str) -> dict[str, int | str]:
+    """gRPC server options: TF Serving's message limits, then `--grpc_channel_arguments`.
+
+    As TF Serving, a value that parses as an integer is passed as one, anything else as a string.
+    Raises ValueError naming the flag on an entry without `=`.
+    """
+    options: dict[str, int | str] = {
+        "grpc.max_receive_message_length": GRPC_MAX_MESSAGE_BYTES,
+        "grpc.max_send_message_length": GRPC_MAX_MESSAGE_BYTES,
+    }
+    for entry in filter(None, (e.strip() for e in channel_arguments.split(","))):
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise ValueError(
+                f"--grpc_channel_arguments: expected comma-separated key=value, got {entry!r}"
+            )
+        try:
+            options[key.strip()] = int(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options
 
 
 def _model_configs():
@@ -158,6 +210,11 @@ def _watch_config_file(service, stop: threading.Event) -> None:
 
 def serve() -> None:
     """Loads the models, serves gRPC (+ REST) until SIGTERM/SIGINT, then drains and returns."""
+    try:  # before the slow imports: a typo fails at once
+        grpc_options = grpc_server_options(FLAGS.grpc_channel_arguments)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+
     from concurrent import futures
 
     import grpc
@@ -182,17 +239,23 @@ def serve() -> None:
         if monitoring.prometheus_config.enable:
             metrics_path = monitoring.prometheus_config.path or "/monitoring/prometheus/metrics"
 
-    service = make_service(FLAGS.file_system_poll_wait_seconds, batching, FLAGS.enable_model_warmup)
+    max_receive = grpc_options["grpc.max_receive_message_length"]
+    service = make_service(
+        FLAGS.file_system_poll_wait_seconds,
+        batching,
+        FLAGS.enable_model_warmup,
+        max_request_batch_size=FLAGS.max_request_batch_size,
+        # A request may not decode to more than it could have sent (no fill-value expansion).
+        max_tensor_bytes=max_receive if isinstance(max_receive, int) and max_receive > 0 else 0,
+    )
     try:
         service.manager.set_config(_model_configs())
     except ValueError as e:
         sys.exit(f"error: {e}")
     service.manager.start()
 
-    # TF Serving accepts messages up to 2 GiB.
-    max_message = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     grpc_server = grpc.server(
-        futures.ThreadPoolExecutor(FLAGS.grpc_max_threads), options=max_message
+        futures.ThreadPoolExecutor(FLAGS.grpc_max_threads), options=list(grpc_options.items())
     )
     add_servicers(grpc_server, service)
     if grpc_server.add_insecure_port(f"{FLAGS.host}:{FLAGS.port}") == 0:
@@ -203,7 +266,9 @@ def serve() -> None:
     if FLAGS.rest_api_port:
         api = RestApi(service, FLAGS.rest_api_timeout_in_ms, metrics_path)
         try:
-            rest = RestServer(api, FLAGS.host, FLAGS.rest_api_port)
+            rest = RestServer(
+                api, FLAGS.host, FLAGS.rest_api_port, FLAGS.rest_api_max_request_bytes
+            )
         except OSError as e:
             sys.exit(f"error: --rest_api_port={FLAGS.rest_api_port}: {e}")
         rest.start()

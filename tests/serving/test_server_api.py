@@ -16,7 +16,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from serving.client import ServingClient, format_output, text_inputs
+from serving.client import format_output, text_inputs
 from serving.signatures import read_signature_defs
 
 CONFIG = """
@@ -34,41 +34,21 @@ model_config_list {{
 
 
 @pytest.fixture(scope="module")
-def server(saved_models, tmp_path_factory, server_process, install_version):
+def server(tmp_path_factory, serve_models):
     root = tmp_path_factory.mktemp("api_models")
-    for name, template, version in [
+    (root / "monitoring.config").write_text(
+        'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }'
+    )
+    versions = [
         ("strings", "strings", 1),
         ("affine", "affine1", 1),
         ("affine", "affine2", 2),
         ("examples", "examples", 1),
-    ]:
-        (root / name).mkdir(exist_ok=True)
-        install_version(saved_models[template], root / name, version)
-    (root / "models.config").write_text(CONFIG.format(root=root))
-    (root / "monitoring.config").write_text(
-        'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }'
-    )
-    server = server_process(
-        [
-            "--embedded",
-            f"--model_config_file={root / 'models.config'}",
-            f"--monitoring_config_file={root / 'monitoring.config'}",
-        ],
-        root / "server.log",
-    )
-    try:
-        for model in ("strings", "affine", "examples"):
-            server.wait_available(model)
+    ]
+    monitoring = f"--monitoring_config_file={root / 'monitoring.config'}"
+    with serve_models(root, CONFIG, versions, monitoring) as server:
         server.root = root
         yield server
-    finally:
-        assert server.stop() == 0, server.log()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with ServingClient(server.target) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +159,7 @@ def test_predict_version_selection_and_spec_echo(stub, kwargs, bias, version):
             # ~4 MB of text cannot cross loopback and run within 1 ms, so the deadline always
             # passes mid-request (a one-string request sometimes beat a 0.1 ms deadline).
             "strings",
-            {"text": np.array(["a" * 1000] * 4000, dtype=object)},
+            {"text": np.array(["a" * 4000] * 1000, dtype=object)},
             {"timeout": 1e-3},
             grpc.StatusCode.DEADLINE_EXCEEDED,
         ),
@@ -215,6 +195,8 @@ def test_rest_error_codes(server, path, body, code):
     [
         "/v1/models/..",
         "/v1/models/..%2F..%2Fetc/metadata",
+        "/v1/models/%2e%2e/metadata",
+        "/v1/models/%2e%2e%2f%2e%2e%2fetc%2fpasswd:predict",
         "/v1/models/%2Ftmp:predict",
         "/v1/models/affine/labels/..:predict",
         "/v1/models/.hidden/metadata",

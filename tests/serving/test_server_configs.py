@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.batching import BatchScheduler
@@ -21,8 +22,9 @@ def test_models_config_is_valid():
     assert {m.name for m in models} == {"bert_classifier", "bert_encoder", "bert_squad"}
 
 
-def test_batching_parameters_build_a_scheduler():
-    params = read_text_proto(str(CONFIGS / "batching_parameters.txt"), BatchingParameters)
+@pytest.mark.parametrize("name", ["batching_parameters.txt", "batching_parameters_small_cpu.txt"])
+def test_batching_parameters_build_a_scheduler(name):
+    params = read_text_proto(str(CONFIGS / name), BatchingParameters)
     scheduler = BatchScheduler.from_proto(lambda inputs: {"y": inputs["x"] * 2}, params)
     try:
         assert scheduler.max_batch_size == params.max_batch_size.value

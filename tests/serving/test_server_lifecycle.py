@@ -42,10 +42,12 @@ def server(saved_models, tmp_path_factory, server_process, install_version):
         ],
         root / "server.log",
     )
-    server.wait_available("live")
-    server.root = root
-    yield server
-    server.stop()
+    try:
+        server.wait_available("live")
+        server.root = root
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,188 @@
+"""Encoder inference from raw strings: our SavedModel against keras-nlp's, and through the server.
+
+Ours is `serving.export.export_encoder` (the TF Serving export: `BertPreprocessor` + `BertEncoder`
+in one `serving_default` signature, text -> pooled/sequence outputs). The reference is what a
+keras-nlp user exports for the same job: `keras_nlp.models.BertPreprocessor` (its `BertTokenizer`
+on the same vocab) + `BertBackbone` of the same size, in a `keras.export.ExportArchive` with the
+same signature. Both SavedModels are loaded back (`tf.saved_model.load`) and called in this
+process with batches of real Wikipedia sentences; ours is also served by the local model server
+(`serving.server` in a child process) and called over gRPC (`serving.client.ServingClient`,
+requesting `pooled_output`), which gives the server's overhead over the in-process call.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
+from absl import logging
+
+from bench import data, reference, timing
+from bert_tf.configs import BertConfig
+from bert_tf.encoder import build_encoder
+from bert_tf.tokenization import BertPreprocessor
+
+OURS, REFERENCE, SERVER = "ours", "keras_nlp", "ours via gRPC server"
+MODEL_NAME = "bench_encoder"
+_STRINGS = tf.TensorSpec([None], tf.string)
+# Importing TensorFlow and loading a model can take minutes on a loaded 2-core machine.
+SERVER_START_TIMEOUT = 900
+
+
+def export_ours(preset: str, seq_length: int, export_dir: str) -> str:
+    """Our encoder of `preset` size (random weights) as a TF Serving version folder."""
+    from serving.export import export_encoder
+
+    encoder = build_encoder(BertConfig.from_preset(preset))
+    preprocessor = BertPreprocessor(data.vocab_file(), seq_length=seq_length)
+    return export_encoder(encoder, preprocessor, export_dir, version=1)
+
+
+def export_reference(preset: str, seq_length: int, path: str) -> str:
+    """keras-nlp's BertPreprocessor + BertBackbone of `preset` size, same signature as ours."""
+    import keras_nlp
+
+    config = BertConfig.from_preset(preset)
+    tokenizer = keras_nlp.models.BertTokenizer(vocabulary=str(data.vocab_file()), lowercase=True)
+    preprocessor = keras_nlp.models.BertPreprocessor(tokenizer, sequence_length=seq_length)
+    backbone = reference.keras_nlp_backbone(config)
+
+    def serve(text):
+        features = preprocessor(text)
+        outputs = backbone(features, training=False)
+        return {
+            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+            "input_mask": features["padding_mask"],
+        }
+
+    preprocessor(tf.constant(["built by a first call"]))  # ExportArchive tracks built layers only
+    archive = keras.export.ExportArchive()
+    archive.track(backbone)
+    archive.track(preprocessor)
+    archive.add_endpoint("serving_default", serve, input_signature=[_STRINGS])
+    archive.write_out(path, verbose=False)
+    return path
+
+
+def load(path: str) -> Callable[[tf.Tensor], dict]:
+    """The `serving_default` signature of a SavedModel, called with a string tensor."""
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    return lambda texts: signature(text=texts)
+
+
+def ours_inprocess(preset: str, seq_length: int) -> Callable[[tf.Tensor], dict]:
+    """Exports ours into a temporary folder and loads it back (used by `bench.profile`)."""
+    path = export_ours(preset, seq_length, os.path.join(tempfile.mkdtemp(), MODEL_NAME))
+    return load(path)
+
+
+def _latency_runner(fn: Callable[[object], object], inputs: list, latencies: list[float]):
+    """A candidate that calls `fn` once per input and records each call's latency."""
+
+    def run() -> None:
+        for x in inputs:
+            start = time.perf_counter()
+            fn(x)
+            latencies.append(time.perf_counter() - start)
+
+    return run
+
+
+def _sync(outputs: dict) -> None:
+    outputs["pooled_output"].numpy()
+
+
+def run(
+    preset: str,
+    seq_length: int,
+    batch_size: int,
+    latency_calls: int,
+    latency_rounds: int,
+    throughput_calls: int,
+    throughput_rounds: int,
+    with_server: bool = True,
+) -> dict:
+    """The infer suite (see the module docstring and bench.run's flags)."""
+    from serving.client import ServingClient
+    from serving.process import ServerProcess
+
+    with tempfile.TemporaryDirectory(prefix="bench-infer-") as tmp:
+        base = os.path.join(tmp, MODEL_NAME)
+        paths = {OURS: export_ours(preset, seq_length, base)}
+        server = client = None
+        if with_server:  # starts loading while the reference is exported
+            server = ServerProcess(
+                ["--embedded", f"--model_name={MODEL_NAME}", f"--model_base_path={base}"],
+                log_path=Path(tmp) / "server.log",
+            )
+        try:
+            paths[REFERENCE] = export_reference(preset, seq_length, os.path.join(tmp, "reference"))
+            models = {name: load(path) for name, path in paths.items()}
+            if server:
+                server.wait_available(MODEL_NAME, timeout=SERVER_START_TIMEOUT)
+                client = ServingClient(server.target)
+            one = [tf.constant([s]) for s in data.sentences(latency_calls)]
+            latencies: dict[str, list[float]] = {name: [] for name in models}
+            candidates = {
+                name: _latency_runner(lambda x, m=model: _sync(m(x)), one, latencies[name])
+                for name, model in models.items()
+            }
+            if client:
+                latencies[SERVER] = []
+                candidates[SERVER] = _latency_runner(
+                    lambda x: client.predict(
+                        MODEL_NAME, {"text": x.numpy()}, output_filter=["pooled_output"]
+                    ),
+                    one,
+                    latencies[SERVER],
+                )
+            # The warm-up round's latencies are dropped below (first `latency_calls` of each).
+            timing.alternate(candidates, rounds=latency_rounds, warmup=1, label="infer batch 1")
+            latency = {
+                name: timing.percentiles(values[latency_calls:])
+                for name, values in latencies.items()
+            }
+            batches = [
+                tf.constant(data.sentences(batch_size * (i + 1))[batch_size * i :])
+                for i in range(throughput_calls)
+            ]
+            throughput_samples = timing.alternate(
+                {
+                    name: (lambda m=model: [_sync(m(b)) for b in batches])
+                    for name, model in models.items()
+                },
+                rounds=throughput_rounds,
+                warmup=1,
+                label=f"infer batch {batch_size}",
+            )
+        finally:
+            if client:
+                client.close()
+            if server:
+                code = server.stop()
+                if code:
+                    logging.warning("server exited with %d:\n%s", code, server.log()[-3000:])
+    throughput = {}
+    for name, samples in throughput_samples.items():
+        per_second = [batch_size * throughput_calls / s for s in samples.seconds]
+        throughput[name] = {"sequences_per_s": timing.summarize(per_second)}
+    result = {
+        "preset": preset,
+        "seq_length": seq_length,
+        "batch_size": batch_size,
+        "latency_batch_1": latency,
+        "throughput": throughput,
+        "ratio_throughput": throughput[OURS]["sequences_per_s"]["median"]
+        / throughput[REFERENCE]["sequences_per_s"]["median"],
+        "ratio_latency_p50": latency[REFERENCE]["p50_ms"] / latency[OURS]["p50_ms"],
+    }
+    if SERVER in latency:
+        result["server_overhead"] = latency[SERVER]["p50_ms"] / latency[OURS]["p50_ms"] - 1.0
+    return result

@@ -1,0 +1,430 @@
+"""The results table, the issue's goals (met or not), the plots and the JSON of a benchmark run."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+TRAIN_RATIO_GOAL = 1.0
+BASE_MFU_GOAL = 0.5
+INFER_RATIO_GOAL = 1.2
+SERVER_OVERHEAD_GOAL = 0.15
+TOKENIZE_RATIO_GOAL = 1.0
+BATCHING_RATIO_GOAL = 2.0
+
+
+def _spread(stats: dict) -> str:
+    return f"±{stats['spread_pct']:.0f}%" if stats["n"] > 1 else "(1 run)"
+
+
+def train_pairs(rows: list[dict]) -> list[dict]:
+    """Ours (XLA on and off) against the reference of the same preset, precision and shape."""
+
+    def key(r):
+        return (r["preset"], r["precision"], r["num_layers"], r["seq_length"])
+
+    reference = {key(r): r for r in rows if r["impl"] != "ours"}
+    pairs = []
+    for row in rows:
+        ref = reference.get(key(row))
+        if row["impl"] == "ours" and ref:
+            pairs.append(
+                {
+                    "preset": row["preset"],
+                    "precision": row["precision"],
+                    "xla": row["xla"],
+                    "ratio": row["sequences_per_s"] / ref["sequences_per_s"],
+                }
+            )
+    return pairs
+
+
+def goals(results: dict) -> list[dict]:
+    """Each goal of the issue with its measured value; `met` is None when not measured."""
+    suites = results["suites"]
+    out = []
+
+    def add(goal: str, value: float | None, met: bool | None, detail: str = "") -> None:
+        out.append({"goal": goal, "value": value, "met": met, "detail": detail})
+
+    train = suites.get("train")
+    if train:
+        pairs = [p for p in train_pairs(train["rows"]) if p["xla"]]
+        worst = min(pairs, key=lambda p: p["ratio"]) if pairs else None
+        add(
+            f"training >= {TRAIN_RATIO_GOAL}x keras-nlp at every preset and precision (XLA on)",
+            worst["ratio"] if worst else None,
+            worst["ratio"] >= TRAIN_RATIO_GOAL if worst else None,
+            f"lowest: {worst['preset']} {worst['precision']}" if worst else "",
+        )
+        base = [r for r in train["rows"] if r["impl"] == "ours" and r["preset"] == "base"]
+        best = max(base, key=lambda r: r["mfu"]) if base else None
+        add(
+            f"best base configuration >= {BASE_MFU_GOAL:.0%} of the measured matmul peak",
+            best["mfu"] if best else None,
+            best["mfu"] >= BASE_MFU_GOAL if best else None,
+            f"{best['precision']}, XLA {'on' if best['xla'] else 'off'}"
+            if best
+            else "base not run",
+        )
+    infer = suites.get("infer")
+    if infer:
+        add(
+            f"inference >= {INFER_RATIO_GOAL}x keras-nlp at batch {infer['batch_size']}",
+            infer["ratio_throughput"],
+            infer["ratio_throughput"] >= INFER_RATIO_GOAL,
+        )
+        overhead = infer.get("server_overhead")
+        add(
+            f"server overhead <= {SERVER_OVERHEAD_GOAL:.0%} of in-process latency at batch 1 (p50)",
+            overhead,
+            None if overhead is None else overhead <= SERVER_OVERHEAD_GOAL,
+        )
+    tokenize = suites.get("tokenize")
+    if tokenize:
+        ratio = tokenize["batched"]["ratio"]
+        add(
+            f"tokenization >= {TOKENIZE_RATIO_GOAL}x HF tokenizers, batched",
+            ratio,
+            ratio >= TOKENIZE_RATIO_GOAL,
+        )
+        add(
+            "tokenization ids identical to HF tokenizers",
+            tokenize["mismatched_sentences"],
+            tokenize["ids_identical"],
+            f"{tokenize['mismatched_sentences']} of {tokenize['num_sentences']} sentences differ",
+        )
+    serve = suites.get("serve")
+    if serve:
+        most = max(serve["clients"], key=int)
+        ratio = serve["clients"][most]["ratio"]
+        add(
+            f"batching: {most} clients reach >= {BATCHING_RATIO_GOAL}x the unbatched throughput",
+            ratio,
+            ratio >= BATCHING_RATIO_GOAL,
+        )
+    return out
+
+
+def table(results: dict) -> str:
+    """The printed report: one block per suite, then the goals."""
+    lines = [f"bert-tfx benchmarks, {results['date']}, {results['machine']['cpu']}"]
+    suites = results["suites"]
+    if "train" in suites:
+        train = suites["train"]
+        peaks = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in train["matmul_peak_flops"].items())
+        lines += [
+            "",
+            f"TRAIN (pretraining step, MLM+NSP, AdamW); matmul peak GFLOP/s: {peaks}; "
+            f"memory: {train['memory_kind']}",
+            f"{'preset':<7}{'precision':<16}{'impl':<10}{'xla':<5}{'seq/s':>9}{'spread':>8}"
+            f"{'tokens/s':>10}{'step MB':>9}{'peak MB':>9}{'MFU':>7}{'vs ref':>8}",
+        ]
+        ratios = {
+            (p["preset"], p["precision"], p["xla"]): p["ratio"] for p in train_pairs(train["rows"])
+        }
+        for r in train["rows"]:
+            ratio = (
+                ratios.get((r["preset"], r["precision"], r["xla"])) if r["impl"] == "ours" else None
+            )
+            lines.append(
+                f"{r['preset']:<7}{r['precision']:<16}{r['impl']:<10}{'on' if r['xla'] else 'off':<5}"
+                f"{r['sequences_per_s']:>9.2f}{_spread(r['step_time_s']):>8}"
+                f"{r['tokens_per_s']:>10.0f}{_mb(r['step_memory_mb']):>9}{_mb(r['peak_memory_mb']):>9}"
+                f"{r['mfu']:>7.1%}{f'{ratio:.2f}x' if ratio else '':>8}"
+            )
+    if "scaling" in suites:
+        scaling = suites["scaling"]
+        lines += [
+            "",
+            f"SCALING ({scaling['preset']}, float32, XLA on, batch {scaling['batch_size']}): "
+            "step time (s); the points of a sweep are timed alternately",
+            f"{'sweep':<12}{'layers':<8}{'seq':<6}{'ours':>9}{'keras_nlp':>11}{'ratio':>8}",
+        ]
+        for sweep in ("seq_length", "num_layers"):
+            points: dict[tuple, dict] = {}
+            for r in scaling[sweep]:
+                points.setdefault((r["num_layers"], r["seq_length"]), {})[r["impl"]] = r
+            for (layers, seq), impls in sorted(points.items()):
+                ours, ref = impls.get("ours"), impls.get("keras_nlp")
+                t_ours = ours["step_time_s"]["median"] if ours else None
+                t_ref = ref["step_time_s"]["median"] if ref else None
+                ratio = f"{t_ref / t_ours:.2f}x" if t_ours and t_ref else "-"
+                lines.append(
+                    f"{sweep:<12}{layers:<8}{seq:<6}{_num(t_ours):>9}{_num(t_ref):>11}{ratio:>8}"
+                )
+    if "infer" in suites:
+        infer = suites["infer"]
+        lines += [
+            "",
+            f"INFER ({infer['preset']}, seq {infer['seq_length']}, raw strings in, SavedModel)",
+            f"{'impl':<24}{'p50 ms':>9}{'p99 ms':>9}{'seq/s @' + str(infer['batch_size']):>12}"
+            f"{'spread':>8}",
+        ]
+        for name, lat in infer["latency_batch_1"].items():
+            thr = infer["throughput"].get(name)
+            rate = f"{thr['sequences_per_s']['median']:.1f}" if thr else "-"
+            spread = _spread(thr["sequences_per_s"]) if thr else ""
+            lines.append(
+                f"{name:<24}{lat['p50_ms']:>9.2f}{lat['p99_ms']:>9.2f}{rate:>12}{spread:>8}"
+            )
+        lines.append(
+            f"ours vs keras_nlp: throughput {infer['ratio_throughput']:.2f}x, "
+            f"p50 latency {infer['ratio_latency_p50']:.2f}x faster"
+            + (
+                f"; server overhead at batch 1: {infer['server_overhead']:+.0%}"
+                if "server_overhead" in infer
+                else ""
+            )
+        )
+    if "tokenize" in suites:
+        tok = suites["tokenize"]
+        lines += [
+            "",
+            f"TOKENIZE ({tok['num_sentences']} Wikipedia sentences; one-by-one: first "
+            f"{tok['one_by_one_sentences']}; batches of {tok['batch_size']})",
+            f"{'mode':<12}{'impl':<15}{'sent/s':>10}{'spread':>8}{'tokens/s':>11}",
+        ]
+        for mode in ("batched", "one_by_one"):
+            for name in ("ours", "hf_tokenizers"):
+                r = tok[mode][name]
+                lines.append(
+                    f"{mode:<12}{name:<15}{r['sentences_per_s']['median']:>10.0f}"
+                    f"{_spread(r['sentences_per_s']):>8}{r['tokens_per_s']['median']:>11.0f}"
+                )
+            lines.append(f"{'':<12}ours / hf: {tok[mode]['ratio']:.2f}x")
+        lines.append(
+            f"ids identical: {tok['ids_identical']} "
+            f"({tok['mismatched_sentences']} sentences differ)"
+        )
+    if "serve" in suites:
+        serve = suites["serve"]
+        lines += [
+            "",
+            f"SERVE ({serve['preset']} encoder, 1 sentence per Predict, closed loop, "
+            f"{serve['duration_s']:g} s per run)",
+            f"{'clients':<9}{'batching':<10}{'req/s':>9}{'spread':>8}{'p50 ms':>9}{'p99 ms':>9}"
+            f"{'failed':>8}",
+        ]
+        for count, r in serve["clients"].items():
+            for mode in ("batching off", "batching on"):
+                m = r[mode]
+                lines.append(
+                    f"{count:<9}{mode.split()[1]:<10}{m['requests_per_s']['median']:>9.1f}"
+                    f"{_spread(m['requests_per_s']):>8}{m['latency']['p50_ms']:>9.1f}"
+                    f"{m['latency']['p99_ms']:>9.1f}{m['failed_requests']:>8}"
+                )
+            lines.append(f"{'':<9}on / off: {r['ratio']:.2f}x")
+    lines += ["", "GOALS"]
+    for g in results["goals"]:
+        status = {True: "MET", False: "NOT MET", None: "not measured"}[g["met"]]
+        value = "" if g["value"] is None else f" ({_fmt(g['value'])})"
+        detail = f" [{g['detail']}]" if g["detail"] else ""
+        lines.append(f"  {status:<13}{g['goal']}{value}{detail}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def write_json(path: Path, results: dict) -> None:
+    """Writes `results` to `path` through a temporary file, so a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(results, indent=1) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --- Plots -------------------------------------------------------------------------------------
+
+
+def _save(path: Path, draw: Callable, panels: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on benchmark machines
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4))
+    draw(axes if panels > 1 else [axes])
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
+    try:
+        fig.savefig(tmp, format="png", dpi=90)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+
+
+def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, title: str) -> None:
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=name)
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(labels))], labels)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot(results: dict, stem: Path) -> list[Path]:
+    """One PNG per suite next to the JSON (`<stem>_<suite>.png`); returns their paths."""
+    suites = results["suites"]
+    written = []
+
+    def out(name: str) -> Path:
+        path = stem.with_name(f"{stem.name}_{name}.png")
+        written.append(path)
+        return path
+
+    if "train" in suites:
+        rows = suites["train"]["rows"]
+        groups = list(dict.fromkeys((r["preset"], r["precision"]) for r in rows))
+        labels = [f"{p}\n{q.replace('mixed_', 'mixed ')}" for p, q in groups]
+
+        def value(impl, xla, key):
+            found = {
+                (r["preset"], r["precision"]): r[key]
+                for r in rows
+                if r["impl"] == impl and (impl != "ours" or r["xla"] == xla)
+            }
+            return [found.get(g) or 0.0 for g in groups]
+
+        series_keys = {
+            "ours XLA": ("ours", True),
+            "ours no XLA": ("ours", False),
+            "keras-nlp": ("keras_nlp", True),
+        }
+
+        def draw_train(axes):
+            _bars(
+                axes[0],
+                labels,
+                {n: value(i, x, "sequences_per_s") for n, (i, x) in series_keys.items()},
+                "sequences/s",
+                f"pretraining throughput (seq {rows[0]['seq_length']}, "
+                f"batch {rows[0]['batch_size']})",
+            )
+            _bars(
+                axes[1],
+                labels,
+                {n: value(i, x, "step_memory_mb") for n, (i, x) in series_keys.items()},
+                "MB above the pre-step level",
+                "peak step memory",
+            )
+
+        _save(out("train"), draw_train, 2)
+    if "scaling" in suites:
+        scaling = suites["scaling"]
+
+        def draw_scaling(axes):
+            for ax, sweep, xlabel in (
+                (axes[0], "seq_length", "sequence length"),
+                (axes[1], "num_layers", "layers"),
+            ):
+                for impl in ("ours", "keras_nlp"):
+                    points = sorted(
+                        (r[sweep], r["step_time_s"]["median"])
+                        for r in scaling[sweep]
+                        if r["impl"] == impl
+                    )
+                    if points:
+                        ax.plot(*zip(*points, strict=True), marker="o", label=impl)
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel("step time (s)")
+                ax.set_title(f"training step time vs {xlabel}")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=8)
+
+        _save(out("scaling"), draw_scaling, 2)
+    if "infer" in suites:
+        infer = suites["infer"]
+
+        def draw_infer(axes):
+            names = list(infer["latency_batch_1"])
+            _bars(
+                axes[0],
+                ["p50", "p99"],
+                {
+                    n: [
+                        infer["latency_batch_1"][n]["p50_ms"],
+                        infer["latency_batch_1"][n]["p99_ms"],
+                    ]
+                    for n in names
+                },
+                "ms",
+                "latency at batch 1 (raw string in)",
+            )
+            names = list(infer["throughput"])
+            _bars(
+                axes[1],
+                [f"batch {infer['batch_size']}"],
+                {n: [infer["throughput"][n]["sequences_per_s"]["median"]] for n in names},
+                "sequences/s",
+                "throughput",
+            )
+
+        _save(out("infer"), draw_infer, 2)
+    if "tokenize" in suites:
+        tok = suites["tokenize"]
+
+        def draw_tokenize(axes):
+            for ax, mode in zip(axes, ("batched", "one_by_one"), strict=True):
+                _bars(
+                    ax,
+                    ["sentences/s"],
+                    {
+                        n: [tok[mode][n]["sentences_per_s"]["median"]]
+                        for n in ("ours", "hf_tokenizers")
+                    },
+                    "sentences/s",
+                    f"tokenization, {mode.replace('_', ' ')}",
+                )
+
+        _save(out("tokenize"), draw_tokenize, 2)
+    if "serve" in suites:
+        serve = suites["serve"]
+        counts = sorted(serve["clients"], key=int)
+
+        def draw_serve(axes):
+            for mode in ("batching off", "batching on"):
+                axes[0].plot(
+                    [int(c) for c in counts],
+                    [serve["clients"][c][mode]["requests_per_s"]["median"] for c in counts],
+                    marker="o",
+                    label=mode,
+                )
+                axes[1].plot(
+                    [int(c) for c in counts],
+                    [serve["clients"][c][mode]["latency"]["p99_ms"] for c in counts],
+                    marker="o",
+                    label=mode,
+                )
+            for ax, ylabel, title in (
+                (axes[0], "requests/s", "throughput vs concurrent clients"),
+                (axes[1], "p99 latency (ms)", "tail latency vs concurrent clients"),
+            ):
+                ax.set_xscale("log", base=2)
+                ax.set_xticks([int(c) for c in counts], counts)
+                ax.set_xlabel("concurrent gRPC clients")
+                ax.set_ylabel(ylabel)
+                ax.set_title(title)
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=8)
+
+        _save(out("serve"), draw_serve, 2)
+    return written

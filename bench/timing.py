@@ -1,0 +1,212 @@
+"""Measuring tools shared by the suites: alternating timers, statistics, peak memory, matmul peak.
+
+Every comparison runs its candidates alternately in one process (A B A B ...) so that a load
+change on a shared machine hits all of them alike; warm-up rounds (tracing, XLA compilation,
+caches) are discarded and the rest summarised by the median and the min..max spread.
+
+Example:
+
+    from bench import timing
+
+    samples = timing.alternate({"ours": run_ours, "ref": run_ref}, rounds=5, warmup=1)
+    timing.summarize(samples["ours"])  # {"median": ..., "min": ..., "max": ..., "n": 5, ...}
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+
+@dataclass
+class Samples:
+    """Wall times (s) of the timed calls of one candidate, and peak memory seen during them."""
+
+    seconds: list[float] = field(default_factory=list)
+    # Per-call peak memory above the level just before the call (MB), and the absolute peak.
+    step_memory_mb: list[float] = field(default_factory=list)
+    peak_memory_mb: list[float] = field(default_factory=list)
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """median, min, max, n and the spread (max - min) as % of the median."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("summarize: no samples")
+    median = float(np.median(values))
+    return {
+        "median": median,
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+        "spread_pct": 100.0 * (max(values) - min(values)) / median if median else 0.0,
+    }
+
+
+def percentiles(latencies_s: list[float]) -> dict[str, float]:
+    """p50/p90/p99 and the mean in milliseconds (over every request, all rounds pooled)."""
+    ms = np.asarray(latencies_s, dtype=np.float64) * 1e3
+    if not ms.size:
+        raise ValueError("percentiles: no latencies")
+    return {
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_ms": float(ms.mean()),
+        "n": int(ms.size),
+    }
+
+
+def alternate(
+    candidates: dict[str, Callable[[], object]],
+    rounds: int,
+    warmup: int = 1,
+    measure_memory: bool = False,
+    label: str = "",
+) -> dict[str, Samples]:
+    """Calls each candidate once per round, in turn; returns the timed rounds' samples.
+
+    A candidate must block until its work is done (fetch a result to the host). With
+    `measure_memory`, each timed call is wrapped in `PeakMemory` (outside the timed region).
+    """
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"rounds must be >= 1 and warmup >= 0, got {rounds}, {warmup}")
+    samples = {name: Samples() for name in candidates}
+    for r in range(warmup + rounds):
+        timed = r >= warmup
+        for name, fn in candidates.items():
+            memory = PeakMemory() if measure_memory and timed else None
+            if memory:
+                memory.start()
+            start = time.perf_counter()
+            fn()
+            seconds = time.perf_counter() - start
+            if memory:
+                step, peak = memory.stop()
+                samples[name].step_memory_mb.append(step)
+                samples[name].peak_memory_mb.append(peak)
+            if timed:
+                samples[name].seconds.append(seconds)
+            logging.info(
+                "%s%s round %d/%d%s: %.4f s",
+                f"{label} " if label else "",
+                name,
+                r + 1,
+                warmup + rounds,
+                "" if timed else " (warm-up)",
+                seconds,
+            )
+    return samples
+
+
+# --- Memory ------------------------------------------------------------------------------------
+
+
+def _gpu() -> str | None:
+    return "GPU:0" if tf.config.list_physical_devices("GPU") else None
+
+
+def _proc_status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        match = re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE)
+    if not match:
+        raise OSError(f"/proc/self/status has no {key} line")
+    return int(match.group(1))
+
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+class PeakMemory:
+    """Peak memory of one call: accelerator memory on a GPU, else the process RSS high-water.
+
+    On CPU the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs` and
+    `malloc_trim` hands freed heap pages back first, so the peak belongs to this call and not to
+    an earlier one in the same process (`resource.getrusage` only ever grows). `stop()` returns
+    (peak above the level at `start()`, absolute peak), both in MB.
+    """
+
+    def __init__(self):
+        self.gpu = _gpu()
+        self.before = 0.0
+
+    def start(self) -> None:
+        if self.gpu:
+            tf.config.experimental.reset_memory_stats(self.gpu)
+            self.before = tf.config.experimental.get_memory_info(self.gpu)["current"] / 2**20
+            return
+        _LIBC.malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # 5 = reset the peak RSS to the current RSS
+        self.before = _proc_status_kb("VmRSS") / 1024
+
+    def stop(self) -> tuple[float, float]:
+        if self.gpu:
+            peak = tf.config.experimental.get_memory_info(self.gpu)["peak"] / 2**20
+        else:
+            peak = _proc_status_kb("VmHWM") / 1024
+        return peak - self.before, peak
+
+
+def memory_kind() -> str:
+    return f"{_gpu()} allocator peak" if _gpu() else "process RSS high-water (VmHWM)"
+
+
+# --- Machine peak ------------------------------------------------------------------------------
+
+
+def matmul_peak_flops(dtype: str, size: int | None = None, repeats: int = 5) -> float:
+    """The best FLOP/s of a large square `tf.matmul` in `dtype` on this machine.
+
+    `size` defaults to 2048 on CPU (about 17 GFLOP, long enough to reach the BLAS peak) and 8192
+    on a GPU.
+    """
+    size = size or (8192 if _gpu() else 2048)
+    a = tf.cast(tf.random.stateless_normal([size, size], seed=[1, 2]), dtype)
+    b = tf.cast(tf.random.stateless_normal([size, size], seed=[3, 4]), dtype)
+
+    @tf.function
+    def matmul(a, b):
+        # One element back to the host: forces completion without copying the product.
+        return tf.matmul(a, b)[0, 0]
+
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def machine() -> dict[str, object]:
+    """What the numbers were measured on."""
+    import keras
+    import keras_nlp
+
+    cpu = "unknown"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            match = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.MULTILINE)
+        cpu = match.group(1) if match else cpu
+    gpus = tf.config.list_physical_devices("GPU")
+    return {
+        "cpu": cpu,
+        "cpu_cores": os.cpu_count(),
+        "load_average_1m": os.getloadavg()[0],
+        "gpu": [
+            tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus
+        ],
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "keras_nlp": keras_nlp.__version__,
+    }

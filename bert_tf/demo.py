@@ -1,22 +1,35 @@
 r"""`make demo`: the main job, end to end on package-shipped data.
 
 1. Fetch the corpora and weights (verified by sha256) into the cache.
-2. Write the Wikipedia sample as BERT pretraining text (one sentence per line, blank line between
-   documents) and learn a WordPiece vocab from it with tensorflow-text.
-3. Tokenize the same sentences with the learned vocab and with BERT's uncased vocab, in-graph.
-4. Load the real all-MiniLM-L6-v2 BERT into our Keras encoder, check the reference numbers of the
-   original model, embed sentences from raw text, and score the Lee document-similarity set
+2. Load the real all-MiniLM-L6-v2 BERT into our Keras encoder, check the reference numbers of
+   the original model, embed sentences from raw text, and score the Lee document-similarity set
    against human ratings.
-5. Export it as a TF Serving SavedModel (in-graph tokenization), start the model server on it
-   (`tensorflow_model_server` when installed, else ours), query it over gRPC with the official
-   `PredictionService` stub, check the answer equals the in-process model, and stop the server.
+3. Write the Wikipedia sample as BERT pretraining text (one sentence per line, blank line
+   between documents).
+4. Run the TFX pretraining pipeline on it (`python -m tfx_pipeline.run --pipeline=pretrain`,
+   local runner, SQLite ML Metadata): NSP-pair ExampleGen -> StatisticsGen -> SchemaGen ->
+   Transform (WordPiece + masking) -> Trainer (tiny BERT, a few hundred steps) -> Evaluator ->
+   Pusher into a TF Serving model base folder. Pipeline caching is on: a rerun reuses what is
+   done.
+5. Start the model server on the pushed model (`tensorflow_model_server` when installed, else
+   ours), send a `fill_mask` and an encode (`serving_default`) request over gRPC with the
+   official `PredictionService` stub, print the answers, and stop the server (SIGTERM).
 
-Usage: python -m bert_tf.demo [--output_dir=runs/demo]
+Usage: python -m bert_tf.demo [--output_dir=runs/demo] [--train_steps=300] [--max_documents=0]
+           [--max_sentences_per_document=0] [--nominilm]
+The tests run it small: --nominilm --max_documents=10 --max_sentences_per_document=50
+--train_steps=40.
 """
 
 from __future__ import annotations
 
-import shutil
+import filecmp
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +37,7 @@ import numpy as np
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+MODEL_NAME = "bert"
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -36,15 +50,30 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "output_dir", "runs/demo", "Where the demo writes its files.", flag_values=flag_values
     )
     flags.DEFINE_integer(
-        "wiki_vocab_size",
-        8000,
-        "Size of the WordPiece vocab learned from Wikipedia.",
+        "train_steps",
+        300,
+        "Pretraining steps of the pipeline's Trainer.",
+        lower_bound=1,
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "wiki_vocab_lines",
-        4000,
-        "Sentences of the Wikipedia sample to learn it from.",
+        "max_documents",
+        0,
+        "Pretrain on the first N Wikipedia articles only (0: all 103 of them).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_sentences_per_document",
+        0,
+        "Keep the first N sentences of each article only (0: all of them).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_boolean(
+        "minilm",
+        True,
+        "Run step 2 (all-MiniLM-L6-v2 reference check and similarity scores).",
         flag_values=flag_values,
     )
 
@@ -59,15 +88,61 @@ SENTENCES = [
     "The new movie is awesome and I loved it!",
     "A woman is playing the violin.",
 ]
+FILL_MASK_TEXTS = [
+    "The city is the [MASK] of the state.",
+    "He was born in [MASK] and studied at the university of paris.",
+]
+ENCODE_TEXTS = ["The river flows through the city.", "The team won the championship."]
+# The pipeline's options: a tiny BERT on short sequences (one pass of pair building over the
+# corpus, the evaluator on 50 held-out batches), so the whole run fits in a few minutes on
+# 2 CPU cores. Beam runs in-process: on this small corpus, starting a worker process per core
+# for every Beam component costs more than it saves. Blessing: masked-LM accuracy far above
+# chance (1/30522), NSP accuracy not far below the coin flip (0.5).
+PIPELINE_OPTIONS = [
+    "--preset=tiny",
+    "--max_seq_length=64",
+    "--max_predictions_per_seq=10",
+    "--dupe_factor=1",
+    "--eval_steps=50",
+    "--train_batch_size=32",
+    "--learning_rate=1e-3",
+    "--steps_per_loop=50",
+    "--min_masked_lm_accuracy=0.05",
+    "--min_next_sentence_accuracy=0.4",
+    "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
+]
+# What of the pipeline's log the demo shows while it runs: component start/end, reuse of a
+# cached execution, training progress, the evaluator's verdict and the push.
+_PROGRESS = re.compile(
+    r"\] (Component \S+ is (?:running|finished)\."
+    r"|A cached execution \d+ is used\."
+    r"|step \d+/\d+: .*"
+    r"|candidate .*"
+    r"|Model pushed to .*"
+    r"|Skipping component .*)$"
+)
 
 
-def _step(number: int, title: str) -> float:
+def _clock() -> tuple[float, float]:
+    """(wall, CPU) seconds; CPU counts this process and its finished children (the pipeline,
+    the model server), so a shared machine's wait shows as wall time only."""
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return time.perf_counter(), sum(u.ru_utime + u.ru_stime for u in usage)
+
+
+def _step(number: int, title: str) -> tuple[float, float]:
     print(f"\n[{number}/{STEPS}] {title}", flush=True)
-    return time.perf_counter()
+    return _clock()
 
 
-def _done(start: float) -> None:
-    print(f"      ({time.perf_counter() - start:.1f} s)", flush=True)
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _clock()
+    return wall - start[0], cpu - start[1]
+
+
+def _done(start: tuple[float, float]) -> None:
+    wall, cpu = _since(start)
+    print(f"      ({wall:.1f} s, {cpu:.1f} CPU s)", flush=True)
 
 
 def _lee_similarity(encoder, gensim_dir: Path) -> tuple[float, float, int]:
@@ -91,90 +166,13 @@ def _lee_similarity(encoder, gensim_dir: Path) -> tuple[float, float, int]:
     )
 
 
-def _serve_and_query(export_base: Path, log_path: Path, expected: np.ndarray) -> None:
-    """Serves `export_base` (TF Serving layout), sends gRPC requests, prints the answers."""
-    from serving.client import ServingClient
-    from serving.process import ServerProcess
-
-    model_name = export_base.name
-    server = ServerProcess(
-        [f"--model_name={model_name}", f"--model_base_path={export_base}"], log_path
-    )
-    try:
-        server.wait_available(model_name)
-        print(f"      model server up: gRPC {server.target}, REST {server.rest} (log {log_path})")
-        with ServingClient(server.target) as client:
-            signatures = sorted(s for s in client.metadata(model_name) if not s.startswith("__"))
-            print(f"      GetModelMetadata: signatures {signatures}")
-            texts = np.array(SENTENCES[:2], dtype=object)
-            outputs = client.predict(model_name, {"text": texts})
-            pooled = outputs["pooled_output"]
-            print(
-                f"      Predict serving_default (text -> pooled_output {list(pooled.shape)}); "
-                f"max |served - in-process| = {np.abs(pooled - expected).max():.2e}"
-            )
-            if "fill_mask" in signatures:
-                masked = np.array(["the capital of france is [MASK] ."], dtype=object)
-                answer = client.predict(
-                    model_name, {"text": masked, "top_k": np.int32(5)}, signature="fill_mask"
-                )
-                tokens = [t.decode() for t in answer["top_k_tokens"][0, 0]]
-                print(f"      Predict fill_mask: {masked[0]!r} -> {tokens}")
-    finally:
-        code = server.stop()
-        print(f"      model server stopped (SIGTERM, exit code {code})")
-
-
-def main(argv: list[str]) -> None:
-    del argv
-    # Imported here so `--help` answers without loading TensorFlow.
+def _minilm(minilm_dir: Path, gensim_dir: Path) -> None:
+    """Step 2: the real weights in our encoder reproduce the original model's numbers."""
     import tensorflow as tf
 
-    from bert_tf import build_vocab
-    from bert_tf.data import corpora, fetch
     from bert_tf.sentence_embedding import SentenceEncoder
-    from bert_tf.tokenization import BertTokenizer
 
-    output_dir = Path(FLAGS.output_dir).resolve()
-    output_dir.mkdir(parents=True, exist_ok=True)
-    print(f"bert-tfx demo: writing to {output_dir}")
-
-    start = _step(1, "fetch package-shipped corpora and weights")
-    for name, source in fetch.SOURCES.items():
-        print(f"      {name:14s} {fetch.fetch(name)}  ({source.description})")
-    _done(start)
-
-    start = _step(2, "Wikipedia sample -> BERT pretraining text -> WordPiece vocab")
-    wiki = fetch.path("gensim", "enwiki-shortened.xml.bz2")
-    corpus = output_dir / "wiki.txt"
-    documents = list(corpora.wikipedia_documents(wiki))
-    corpora.write_documents(documents, corpus)
-    sentences = sum(len(d) for d in documents)
-    print(f"      {len(documents)} articles, {sentences} sentences -> {corpus}")
-    # tensorflow-text's vocab learner is Python-heavy: a sample of the corpus keeps this step short.
-    vocab = build_vocab.build_vocab(
-        [str(corpus)], FLAGS.wiki_vocab_size, lower_case=True, max_lines=FLAGS.wiki_vocab_lines
-    )
-    vocab_file = output_dir / "wiki_vocab.txt"
-    build_vocab.write_vocab(vocab, str(vocab_file))
-    print(
-        f"      learned {len(vocab)} WordPiece tokens from {FLAGS.wiki_vocab_lines} sentences -> {vocab_file}"
-    )
-    print(f"      first non-special tokens: {vocab[5:15]}")
-    _done(start)
-
-    start = _step(3, "in-graph tokenization: learned vocab vs BERT's uncased vocab")
-    minilm = fetch.fetch("minilm")
-    learned = BertTokenizer(str(vocab_file))
-    bert = BertTokenizer(str(minilm / "vocab.txt"))
-    examples = tf.constant(["Tokenization splits unfamiliar words into word pieces."])
-    for name, tokenizer in (("learned", learned), ("BERT", bert)):
-        tokens = tokenizer.id_to_token(tokenizer(examples))[0].numpy()
-        print(f"      {name:8s} {[t.decode() for t in tokens]}")
-    _done(start)
-
-    start = _step(4, "all-MiniLM-L6-v2 (real BERT weights) in our Keras encoder")
-    encoder = SentenceEncoder.from_pretrained(minilm)
+    encoder = SentenceEncoder.from_pretrained(minilm_dir)
     features = encoder.preprocessor(tf.constant(SENTENCES[:1]))
     length = int(tf.reduce_sum(features["input_mask"][0]))
     ids = features["input_word_ids"][0, :length].numpy().tolist()
@@ -183,32 +181,259 @@ def main(argv: list[str]) -> None:
     print(f"      ids {ids}")
     print(f"      sequence_output[0,0,:5] [{', '.join(f'{x:.6f}' for x in cls_vector)}]")
     print(f"      matches the HF/PyTorch reference (atol 1e-4): {'yes' if ok else 'NO'}")
+    if not ok:
+        raise SystemExit("error: the encoder does not reproduce the reference outputs")
     vectors = encoder.encode(SENTENCES)
     print("      cosine similarity:")
     for i, sentence in enumerate(SENTENCES):
         print(f"        {sentence:42s} " + " ".join(f"{vectors[i] @ v:+.3f}" for v in vectors))
-    pearson, spearman, count = _lee_similarity(encoder, fetch.fetch("gensim"))
+    pearson, spearman, count = _lee_similarity(encoder, gensim_dir)
     print(
         f"      Lee et al. document similarity ({count} news documents, human ratings): "
         f"Pearson {pearson:.3f}, Spearman {spearman:.3f}"
     )
+
+
+def _write_corpus(
+    gensim_dir: Path, corpus: Path, max_documents: int, max_sentences_per_document: int
+) -> None:
+    """Step 3. The file is replaced only when its text changes: ExampleGen fingerprints its
+    input by size and mtime, so an untouched file keeps the pipeline's cache valid."""
+    from bert_tf.data import corpora
+
+    documents = list(corpora.wikipedia_documents(gensim_dir / "enwiki-shortened.xml.bz2"))
+    if max_documents:
+        documents = documents[:max_documents]
+    if max_sentences_per_document:
+        documents = [document[:max_sentences_per_document] for document in documents]
+    staged = corpus.with_name(f".{corpus.name}.new")
+    corpora.write_documents(documents, staged)
+    if corpus.exists() and filecmp.cmp(staged, corpus, shallow=False):
+        staged.unlink()
+    else:
+        staged.replace(corpus)
+    sentences = sum(len(d) for d in documents)
+    print(f"      {len(documents)} articles, {sentences} sentences -> {corpus}")
+
+
+def pipeline_args(
+    corpus_dir: Path, pipeline_root: Path, metadata_path: Path, serving_dir: Path, train_steps: int
+) -> list[str]:
+    """`tfx_pipeline.run`'s flags for the demo's pretraining run."""
+    return [
+        "--pipeline=pretrain",
+        f"--data_root={corpus_dir}",
+        f"--pipeline_root={pipeline_root}",
+        f"--metadata_path={metadata_path}",
+        f"--serving_model_dir={serving_dir}",
+        f"--model_name={MODEL_NAME}",
+        f"--train_steps={train_steps}",
+        *PIPELINE_OPTIONS,
+    ]
+
+
+def _run_pipeline(args: list[str], log_path: Path) -> None:
+    """Runs `python -m tfx_pipeline.run <args>`, its full log to `log_path`, progress shown."""
+    command = [sys.executable, "-m", "tfx_pipeline.run", *args]
+    print("      $ python -m tfx_pipeline.run " + " \\\n          ".join(args))
+    print(f"      (full log: {log_path})", flush=True)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    repo = Path(__file__).resolve().parents[1]
+    with open(log_path, "w", encoding="utf-8", buffering=1) as log:  # line-buffered: tail -f
+        process = subprocess.Popen(
+            command,
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        for line in process.stdout:
+            log.write(line)
+            match = _PROGRESS.search(line.rstrip())
+            if match:
+                print(f"      {match.group(1)}", flush=True)
+        code = process.wait()
+    if code:
+        tail = "".join(log_path.read_text(errors="replace").splitlines(True)[-30:])
+        raise SystemExit(f"error: the pipeline failed (exit {code}); log {log_path}:\n{tail}")
+
+
+def pipeline_results(metadata_path: Path) -> tuple[dict[str, str], dict, str | None]:
+    """From ML Metadata, for the latest pipeline run: component -> execution state, the
+    evaluator's report, and the pushed model's folder (None: nothing pushed)."""
+    from ml_metadata import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = str(metadata_path)
+    store = metadata_store.MetadataStore(config)
+    latest_run = max(
+        store.get_contexts_by_type("pipeline_run"), key=lambda c: c.create_time_since_epoch
+    )
+    node_type = store.get_context_type("node")
+    states, evaluation, pushed = {}, {}, None
+    for execution in store.get_executions_by_context(latest_run.id):
+        node = next(
+            c.name
+            for c in store.get_contexts_by_execution(execution.id)
+            if c.type_id == node_type.id
+        ).split(".", 1)[1]
+        states[node] = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+        outputs = {
+            e.artifact_id: e.path.steps[0].key
+            for e in store.get_events_by_execution_ids([execution.id])
+            if e.type == metadata_store_pb2.Event.OUTPUT
+        }
+        for artifact in store.get_artifacts_by_id(list(outputs)):
+            key, properties = outputs[artifact.id], artifact.custom_properties
+            if node == "PretrainingEvaluator" and key == "evaluation":
+                evaluation = json.loads((Path(artifact.uri) / "metrics.json").read_text())
+            if node == "Pusher" and key == "pushed_model" and properties["pushed"].int_value:
+                pushed = properties["pushed_destination"].string_value
+    return states, evaluation, pushed
+
+
+def _report_pipeline(metadata_path: Path) -> str | None:
+    """Prints what ML Metadata says about the latest run; returns the pushed model's folder."""
+    states, evaluation, pushed = pipeline_results(metadata_path)
+    print("      ML Metadata, this run: " + ", ".join(f"{n} {s}" for n, s in states.items()))
+    if evaluation:
+        candidate, baseline = evaluation["candidate"], evaluation["baseline"]
+        print(
+            f"      held-out masked_lm_accuracy {candidate['masked_lm_accuracy']:.3f}, "
+            f"next_sentence_accuracy {candidate['next_sentence_accuracy']:.3f} "
+            f"on {int(candidate['num_examples'])} eval pairs; "
+            f"thresholds {evaluation['thresholds']}"
+        )
+        if baseline:
+            print(
+                f"      last blessed model on the same pairs: masked_lm_accuracy "
+                f"{baseline['masked_lm_accuracy']:.3f}, next_sentence_accuracy "
+                f"{baseline['next_sentence_accuracy']:.3f} (max decrease "
+                f"{evaluation['max_decrease']})"
+            )
+        failures = "; ".join(evaluation["failures"])
+        print(
+            f"      evaluator: {'BLESSED' if evaluation['blessed'] else 'NOT blessed: ' + failures}"
+        )
+    print(f"      pushed: {pushed or 'nothing this run'}")
+    return pushed
+
+
+def serve_and_query(model_base_path: Path, log_path: Path) -> None:
+    """Step 5: model server on the pushed model (named after its folder), `fill_mask` and
+    encode requests over gRPC, answers printed, then SIGTERM."""
+    from serving.client import ServingClient
+    from serving.process import ServerProcess
+
+    model_name = model_base_path.name
+    server = ServerProcess(
+        [f"--model_name={model_name}", f"--model_base_path={model_base_path}"], log_path
+    )
+    try:
+        server.wait_available(model_name)
+        print(f"      model server up: gRPC {server.target}, REST {server.rest} (log {log_path})")
+        with ServingClient(server.target) as client:
+            versions = [s["version"] for s in client.status(model_name)]
+            signatures = sorted(s for s in client.metadata(model_name) if not s.startswith("__"))
+            print(f"      GetModelStatus: versions {versions}; GetModelMetadata: {signatures}")
+
+            texts = np.array(FILL_MASK_TEXTS, dtype=object)
+            answer = client.predict(
+                model_name, {"text": texts, "top_k": np.int32(5)}, signature="fill_mask"
+            )
+            print("      Predict fill_mask (top 5 per [MASK]):")
+            for text, tokens, probabilities in zip(
+                FILL_MASK_TEXTS, answer["top_k_tokens"], answer["top_k_probabilities"], strict=True
+            ):
+                guesses = "  ".join(
+                    f"{t.decode()!r} {p:.3f}"
+                    for t, p in zip(tokens[0], probabilities[0], strict=True)
+                )
+                print(f"        {text!r}\n          -> {guesses}")
+
+            outputs = client.predict(model_name, {"text": np.array(ENCODE_TEXTS, dtype=object)})
+            shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in sorted(outputs.items()))
+            print(f"      Predict serving_default (encode): {shapes}")
+            for text, mask, pooled in zip(
+                ENCODE_TEXTS, outputs["input_mask"], outputs["pooled_output"], strict=True
+            ):
+                head = ", ".join(f"{x:+.3f}" for x in pooled[:4])
+                print(f"        {text!r}: {int(mask.sum())} tokens, pooled_output [{head}, ...]")
+    finally:
+        code = server.stop()
+        print(f"      model server stopped (SIGTERM, exit code {code})")
+    if code != 0:
+        raise SystemExit(f"error: the model server exited with {code}; log {log_path}")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    from bert_tf.data import fetch
+
+    output_dir = Path(FLAGS.output_dir).resolve()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    print(f"bert-tfx demo: writing to {output_dir}")
+    begin = _clock()
+
+    start = _step(1, "fetch package-shipped corpora and weights")
+    for name, source in fetch.SOURCES.items():
+        print(f"      {name:14s} {fetch.fetch(name)}  ({source.description})")
     _done(start)
-    if not ok:
-        raise SystemExit("error: the encoder does not reproduce the reference outputs")
 
-    start = _step(5, "TF Serving: export, serve, query over gRPC")
-    from serving import export
+    if FLAGS.minilm:
+        start = _step(2, "all-MiniLM-L6-v2 (real BERT weights) in our Keras encoder")
+        _minilm(fetch.fetch("minilm"), fetch.fetch("gensim"))
+        _done(start)
+    else:
+        print(f"\n[2/{STEPS}] all-MiniLM-L6-v2 check skipped (--nominilm)")
 
-    export_base = output_dir / "serving" / "minilm"
-    shutil.rmtree(export_base, ignore_errors=True)
-    version = export.export_encoder(encoder.encoder, encoder.preprocessor, export_base, version=1)
-    print(f"      exported SavedModel -> {version}")
-    in_process = encoder.encoder(encoder.preprocessor(tf.constant(SENTENCES[:2])))
-    _serve_and_query(
-        export_base, output_dir / "model_server.log", in_process["pooled_output"].numpy()
+    start = _step(3, "Wikipedia sample -> BERT pretraining text")
+    corpus_dir = output_dir / "corpus"
+    _write_corpus(
+        fetch.fetch("gensim"),
+        corpus_dir / "wiki.txt",
+        FLAGS.max_documents,
+        FLAGS.max_sentences_per_document,
     )
     _done(start)
-    print(f"\ndemo finished; files in {output_dir}")
+
+    start = _step(4, "TFX pretraining pipeline, local runner (tiny BERT)")
+    pipeline_root = output_dir / "tfx" / "pipeline"
+    metadata_path = output_dir / "tfx" / "metadata.sqlite"
+    serving_dir = output_dir / "serving"
+    pipeline_log = output_dir / "pipeline.log"
+    _run_pipeline(
+        pipeline_args(corpus_dir, pipeline_root, metadata_path, serving_dir, FLAGS.train_steps),
+        pipeline_log,
+    )
+    pushed = _report_pipeline(metadata_path)
+    _done(start)
+    model_base_path = serving_dir / MODEL_NAME
+    versions = sorted(
+        (p for p in model_base_path.glob("*") if p.name.isdigit()), key=lambda p: int(p.name)
+    )
+    if not versions:
+        raise SystemExit(f"error: no model was ever pushed to {model_base_path}")
+
+    start = _step(5, "TF Serving: serve the pushed model, query it over gRPC")
+    server_log = output_dir / "model_server.log"
+    serve_and_query(model_base_path, server_log)
+    _done(start)
+
+    wall, cpu = _since(begin)
+    print(f"\ndemo finished in {wall:.0f} s ({cpu:.0f} CPU s); where everything went:")
+    for what, where in (
+        ("corpus", corpus_dir / "wiki.txt"),
+        ("pipeline root", f"{pipeline_root}  (<component>/<output>/<execution id>/)"),
+        ("ML Metadata", metadata_path),
+        ("pushed model", pushed or f"{versions[-1]}  (pushed by an earlier run)"),
+        ("pipeline log", pipeline_log),
+        ("model server log", server_log),
+    ):
+        print(f"      {what:17s} {where}")
 
 
 if __name__ == "__main__":

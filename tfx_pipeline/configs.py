@@ -1,7 +1,7 @@
-"""Defaults of the two pipelines: names, module files, Beam args and every tunable option.
+"""Defaults of the pipelines: names, module files, Beam args and every tunable option.
 
-`PretrainingOptions` / `ClassificationOptions` hold what the components are configured with;
-`run.py` flags of the same names override them. Options that reach a module file travel in the
+`PretrainingOptions` / `ClassificationOptions` / `SquadOptions` hold what the components are
+configured with; `run.py` flags of the same names override them. Options that reach a module file travel in the
 component's `custom_config` (plain JSON values), so a changed option also changes the cache key.
 
 Example:
@@ -17,11 +17,13 @@ import os
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
+SQUAD_PIPELINE_NAME = "bert-squad"
 
 # Module files sit in a folder of their own: TFX bundles every .py of that folder.
 MODULES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules")
 PRETRAINING_MODULE_FILE = os.path.join(MODULES_DIR, "pretraining.py")
 CLASSIFICATION_MODULE_FILE = os.path.join(MODULES_DIR, "classification.py")
+SQUAD_MODULE_FILE = os.path.join(MODULES_DIR, "squad.py")
 
 # Beam DirectRunner on every core of the machine; Dataflow/Flink/Spark args replace these.
 DEFAULT_BEAM_PIPELINE_ARGS = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
@@ -68,8 +70,26 @@ class ClassificationOptions(TrainingOptions):
 
     task_name: str = "sst-2"
     learning_rate: float = 2e-5
-    min_accuracy: float = 0.0
+    # Blessing: the task's main metric (its first `bert_tf.glue` metric: accuracy, f1, mcc or
+    # pearson) must reach min_metric and may drop at most max_decrease below the last blessed.
+    min_metric: float = 0.0
     max_decrease: float = 0.01
+
+
+@dataclasses.dataclass
+class SquadOptions(TrainingOptions):
+    """SQuAD fine-tuning: google-research `run_squad.py`'s window options and defaults."""
+
+    learning_rate: float = 5e-5
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    # Blessing: the official F1 (percent) on the dev file must reach min_f1 and may drop at
+    # most max_f1_decrease points below the latest blessed model's on the same file.
+    min_f1: float = 0.0
+    max_f1_decrease: float = 1.0
 
 
 def custom_config(options: TrainingOptions, **extra) -> dict:

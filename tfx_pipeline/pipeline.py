@@ -1,10 +1,13 @@
-"""The two TFX pipelines, wired from components (no logic here: see components/ and modules/).
+"""The TFX pipelines, wired from components (no logic here: see components/ and modules/).
 
 - `create_pretraining_pipeline`: PretrainingExampleGen -> StatisticsGen -> SchemaGen ->
   Transform -> Trainer -> PretrainingEvaluator (vs the latest blessed model) -> Pusher.
 - `create_classification_pipeline`: TextClassificationExampleGen -> StatisticsGen -> SchemaGen
-  -> Transform -> Trainer (warm-started from an imported checkpoint) -> Evaluator (TFMA, vs the
-  latest blessed model) -> Pusher.
+  -> Transform -> Trainer (warm-started from an imported checkpoint) -> Evaluator (TFMA: the
+  task's official metrics, vs thresholds and the latest blessed model) -> Pusher.
+- `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> Trainer (warm-started from
+  an imported checkpoint) -> SquadEvaluator (official EM/F1 of the exported model, vs a
+  threshold and the latest blessed model) -> Pusher. No Transform: see modules/squad.py.
 
 Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`.
 """
@@ -21,6 +24,8 @@ from bert_tf import glue
 from tfx_pipeline import configs
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
+from tfx_pipeline.components.squad_evaluator import SquadEvaluator
+from tfx_pipeline.components.squad_example_gen import SquadExampleGen
 from tfx_pipeline.components.text_classification_example_gen import TextClassificationExampleGen
 
 
@@ -32,16 +37,51 @@ def _latest_blessed_model():
     ).with_id("latest_blessed_model_resolver")
 
 
-def _pusher(trainer, blessing, serving_model_dir: str, model_name: str):
-    return tfx.components.Pusher(
+def _statistics_and_schema(example_gen):
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.SchemaGen(
+        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
+    )
+    return statistics_gen, schema_gen
+
+
+def _transform(example_gen, schema_gen, module_file: str, custom_config: dict):
+    # No pre/post-transform statistics: StatisticsGen already describes the raw text, and
+    # statistics of token ids cost as much as the transform itself while telling little.
+    return tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        module_file=module_file,
+        custom_config=custom_config,
+        disable_statistics=True,
+    )
+
+
+def _pretrained_checkpoint(init_checkpoint: str):
+    return tfx.dsl.Importer(
+        source_uri=init_checkpoint, artifact_type=tfx.types.standard_artifacts.Model
+    ).with_id("pretrained_checkpoint_importer")
+
+
+def _evaluate_and_push(
+    trainer, evaluator_class, serving_model_dir: str, model_name: str, **evaluator_args
+) -> list:
+    """The latest blessed model's resolver, `evaluator_class` scoring the trainer's model
+    against it (the baseline), and the Pusher of the model it blesses."""
+    resolver = _latest_blessed_model()
+    evaluator = evaluator_class(
+        model=trainer.outputs["model"], baseline_model=resolver.outputs["model"], **evaluator_args
+    )
+    pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
-        model_blessing=blessing,
+        model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(
                 base_directory=os.path.join(serving_model_dir, model_name)
             )
         ),
     )
+    return [resolver, evaluator, pusher]
 
 
 def _pipeline(name, root, components, metadata_connection_config, beam_pipeline_args):
@@ -76,17 +116,9 @@ def create_pretraining_pipeline(
         short_seq_prob=options.short_seq_prob,
         random_seed=options.random_seed,
     )
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
-    )
+    statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file)
-    transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        module_file=configs.PRETRAINING_MODULE_FILE,
-        custom_config=config,
-    )
+    transform = _transform(example_gen, schema_gen, configs.PRETRAINING_MODULE_FILE, config)
     trainer = tfx.components.Trainer(
         module_file=configs.PRETRAINING_MODULE_FILE,
         examples=transform.outputs["transformed_examples"],
@@ -96,69 +128,107 @@ def create_pretraining_pipeline(
         eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
         custom_config=config,
     )
-    resolver = _latest_blessed_model()
-    evaluator = PretrainingEvaluator(
+    evaluate_and_push = _evaluate_and_push(
+        trainer,
+        PretrainingEvaluator,
+        serving_model_dir,
+        model_name,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"],
         min_masked_lm_accuracy=options.min_masked_lm_accuracy,
         min_next_sentence_accuracy=options.min_next_sentence_accuracy,
         max_decrease=options.max_decrease,
         batch_size=options.eval_batch_size,
         eval_steps=options.eval_steps,
     )
-    pusher = _pusher(trainer, evaluator.outputs["blessing"], serving_model_dir, model_name)
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [
-            example_gen,
-            statistics_gen,
-            schema_gen,
-            transform,
-            trainer,
-            resolver,
-            evaluator,
-            pusher,
-        ],
+        [example_gen, statistics_gen, schema_gen, transform, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )
 
 
-def classification_eval_config(options: configs.ClassificationOptions) -> tfma.EvalConfig:
-    """TFMA on the exported `classify` signature: accuracy, blessed above `min_accuracy` and
-    at most `max_decrease` below the latest blessed model."""
+# `bert_tf.glue` metric name -> (TFMA metric class, its key's name in TFMA's results).
+# The binary ones run in a MetricsSpec binarized on class 1, GLUE's positive class: TFMA then
+# scores class 1 one-vs-rest at threshold 0.5, which for two softmax scores is the argmax, so
+# they equal sklearn's F1 / MCC that `glue.compute_metrics` reports.
+TFMA_METRICS = {
+    "accuracy": ("SparseCategoricalAccuracy", "sparse_categorical_accuracy"),
+    "f1": ("F1Score", "f1_score"),
+    "mcc": ("MatthewsCorrelationCoefficient", "matthews_correlation_coefficient"),
+    "pearson": ("PearsonCorrelation", "pearson"),
+    "spearmanr": ("SpearmanCorrelation", "spearmanr"),
+}
+_BINARY_METRICS = ("f1", "mcc")
+_CUSTOM_METRICS_MODULE = "tfx_pipeline.tfma_metrics"  # TFMA lacks Pearson/Spearman
+
+
+def _task_labels(task_name: str, data_root: str) -> list[str]:
+    """GLUE tasks name their labels; text_classification reads them from its train file, so a
+    remote `data_root` (compiling for Kubeflow) leaves them unknown: no two-class extras then."""
+    processor = glue.get_processor(task_name)
+    if processor.labels or processor.is_regression or "://" in data_root:
+        return list(processor.labels)
+    return processor.get_labels(data_root)
+
+
+def classification_eval_config(
+    options: configs.ClassificationOptions, labels: Sequence[str]
+) -> tfma.EvalConfig:
+    """TFMA on the exported model's `classify` (regression: `regress`) signature.
+
+    Computes the task's official metrics (`bert_tf.glue`), plus F1 and MCC of class 1 for any
+    two-class task; blesses when the task's main metric (its first official one) is at least
+    `min_metric` and at most `max_decrease` below the latest blessed model's.
+    """
+    processor = glue.get_processor(options.task_name)
+    names = list(processor.metrics)
+    if len(labels) == 2:
+        names += [m for m in _BINARY_METRICS if m not in names]
+    threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": options.min_metric}),
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -options.max_decrease},
+        ),
+    )
+
+    def metric(name: str) -> tfma.MetricConfig:
+        class_name = TFMA_METRICS[name][0]
+        config = tfma.MetricConfig(class_name=class_name)
+        if name in ("pearson", "spearmanr"):
+            config.module = _CUSTOM_METRICS_MODULE
+        if name == names[0]:
+            config.threshold.CopyFrom(threshold)
+        return config
+
+    specs = [
+        tfma.MetricsSpec(
+            metrics=[tfma.MetricConfig(class_name="ExampleCount")]
+            + [metric(n) for n in names if n not in _BINARY_METRICS]
+        )
+    ]
+    if any(n in _BINARY_METRICS for n in names):
+        specs.append(
+            tfma.MetricsSpec(
+                binarize=tfma.BinarizationOptions(class_ids={"values": [1]}),
+                metrics=[metric(n) for n in names if n in _BINARY_METRICS],
+            )
+        )
+    regression = processor.is_regression
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
-                signature_name="classify",
+                signature_name="regress" if regression else "classify",
                 label_key="label",
-                prediction_key="scores",
+                prediction_key="outputs" if regression else "scores",
                 model_type="tf_generic",  # a Keras 3 export: skip TFMA's Keras 2 loading attempt
             )
         ],
         slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy",
-                        threshold=tfma.MetricThreshold(
-                            value_threshold=tfma.GenericValueThreshold(
-                                lower_bound={"value": options.min_accuracy}
-                            ),
-                            change_threshold=tfma.GenericChangeThreshold(
-                                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                                absolute={"value": -options.max_decrease},
-                            ),
-                        ),
-                    ),
-                ]
-            )
-        ],
+        metrics_specs=specs,
     )
 
 
@@ -174,27 +244,13 @@ def create_classification_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
 ) -> tfx.dsl.Pipeline:
-    """Fine-tuning on a text-classification task folder, warm-started from `init_checkpoint`."""
-    if glue.get_processor(options.task_name).is_regression:
-        raise ValueError(
-            f"--task_name={options.task_name} is a regression task; the classification pipeline "
-            "blesses on accuracy and takes classification tasks only"
-        )
+    """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
+    regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
     example_gen = TextClassificationExampleGen(input_base=data_root, task_name=options.task_name)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
-    )
+    statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
-    transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
-        module_file=configs.CLASSIFICATION_MODULE_FILE,
-        custom_config=config,
-    )
-    pretrained = tfx.dsl.Importer(
-        source_uri=init_checkpoint, artifact_type=tfx.types.standard_artifacts.Model
-    ).with_id("pretrained_checkpoint_importer")
+    transform = _transform(example_gen, schema_gen, configs.CLASSIFICATION_MODULE_FILE, config)
+    pretrained = _pretrained_checkpoint(init_checkpoint)
     trainer = tfx.components.Trainer(
         module_file=configs.CLASSIFICATION_MODULE_FILE,
         examples=transform.outputs["transformed_examples"],
@@ -205,14 +261,14 @@ def create_classification_pipeline(
         eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
         custom_config=config,
     )
-    resolver = _latest_blessed_model()
-    evaluator = tfx.components.Evaluator(
+    evaluate_and_push = _evaluate_and_push(
+        trainer,
+        tfx.components.Evaluator,
+        serving_model_dir,
+        model_name,
         examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"],
-        eval_config=classification_eval_config(options),
+        eval_config=classification_eval_config(options, _task_labels(options.task_name, data_root)),
     )
-    pusher = _pusher(trainer, evaluator.outputs["blessing"], serving_model_dir, model_name)
     return _pipeline(
         pipeline_name,
         pipeline_root,
@@ -223,10 +279,62 @@ def create_classification_pipeline(
             transform,
             pretrained,
             trainer,
-            resolver,
-            evaluator,
-            pusher,
+            *evaluate_and_push,
         ],
+        metadata_connection_config,
+        beam_pipeline_args,
+    )
+
+
+def create_squad_pipeline(
+    pipeline_root: str,
+    data_root: str,
+    vocab_file: str,
+    serving_model_dir: str,
+    model_name: str,
+    init_checkpoint: str,
+    options: configs.SquadOptions,
+    pipeline_name: str = configs.SQUAD_PIPELINE_NAME,
+    metadata_connection_config=None,
+    beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
+) -> tfx.dsl.Pipeline:
+    """SQuAD fine-tuning on the `train*.json` / `dev*.json` files in `data_root`, warm-started
+    from `init_checkpoint`; blessed on the official F1 on the dev questions."""
+    example_gen = SquadExampleGen(
+        input_base=data_root,
+        vocab_file=vocab_file,
+        do_lower_case=options.do_lower_case,
+        max_seq_length=options.max_seq_length,
+        doc_stride=options.doc_stride,
+        max_query_length=options.max_query_length,
+        version_2_with_negative=options.version_2_with_negative,
+    )
+    pretrained = _pretrained_checkpoint(init_checkpoint)
+    # The Trainer reads ExampleGen's windows directly: doc-stride windowing and answer-span
+    # mapping are not a per-example TFT preprocessing_fn (see modules/squad.py).
+    trainer = tfx.components.Trainer(
+        module_file=configs.SQUAD_MODULE_FILE,
+        examples=example_gen.outputs["examples"],
+        base_model=pretrained.outputs["result"],
+        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
+        custom_config=configs.custom_config(options, vocab_file=vocab_file),
+    )
+    evaluate_and_push = _evaluate_and_push(
+        trainer,
+        SquadEvaluator,
+        serving_model_dir,
+        model_name,
+        examples=example_gen.outputs["examples"],
+        min_f1=options.min_f1,
+        max_f1_decrease=options.max_f1_decrease,
+        version_2_with_negative=options.version_2_with_negative,
+        batch_size=options.eval_batch_size,
+    )
+    return _pipeline(
+        pipeline_name,
+        pipeline_root,
+        [example_gen, pretrained, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )

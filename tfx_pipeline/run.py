@@ -4,6 +4,8 @@ r"""Runs or compiles a BERT TFX pipeline.
         --pipeline_root=/tmp/tfx/root --serving_model_dir=/tmp/serving --preset=tiny
     python -m tfx_pipeline.run --pipeline=classify --task_name=sst-2 --data_root=glue/SST-2 \
         --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt ...
+    python -m tfx_pipeline.run --pipeline=squad --data_root=squad/ --init_checkpoint=$M \
+        --max_seq_length=384 --doc_stride=128 ...  # squad/: train*.json, dev*.json
     python -m tfx_pipeline.run --pipeline=pretrain --runner=kubeflow --image=gcr.io/p/bert-tfx \
         --pipeline_root=gs://bucket/root --output_spec_file=pretrain.json ...
 
@@ -28,7 +30,7 @@ FLAGS = flags.FLAGS
 # Every field of the options dataclasses is a flag of the same name (default: the dataclass's).
 _OPTION_FIELDS = {
     f.name: f
-    for cls in (configs.PretrainingOptions, configs.ClassificationOptions)
+    for cls in (configs.PretrainingOptions, configs.ClassificationOptions, configs.SquadOptions)
     for f in dataclasses.fields(cls)
     if f.name not in ("train_steps", "eval_steps", "init_checkpoint")
 }
@@ -41,7 +43,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     import it; tests run `main` in-process on a fresh FlagValues.
     """
     flags.DEFINE_enum(
-        "pipeline", "pretrain", ["pretrain", "classify"], "Which pipeline.", flag_values=flag_values
+        "pipeline",
+        "pretrain",
+        ["pretrain", "classify", "squad"],
+        "Which pipeline.",
+        flag_values=flag_values,
     )
     flags.DEFINE_enum(
         "runner", "local", ["local", "beam", "kubeflow"], "Orchestrator.", flag_values=flag_values
@@ -49,7 +55,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "data_root",
         None,
-        "Corpus folder (pretrain) or task data folder (classify).",
+        "Corpus folder (pretrain), task data folder (classify) or SQuAD JSON folder (squad).",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -85,7 +91,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "init_checkpoint",
         None,
-        "Checkpoint to start from (required to classify).",
+        "Checkpoint to start from (required for classify and squad).",
         flag_values=flag_values,
     )
     flags.DEFINE_integer("train_steps", None, "Training steps.", flag_values=flag_values)
@@ -176,9 +182,13 @@ def build_pipeline():
         create = pipeline.create_pretraining_pipeline
     else:
         _required("init_checkpoint")
-        options = _options(configs.ClassificationOptions)
         common["init_checkpoint"] = FLAGS.init_checkpoint
-        create = pipeline.create_classification_pipeline
+        if FLAGS.pipeline == "classify":
+            options = _options(configs.ClassificationOptions)
+            create = pipeline.create_classification_pipeline
+        else:
+            options = _options(configs.SquadOptions)
+            create = pipeline.create_squad_pipeline
     if FLAGS.train_steps is not None:
         options.train_steps = FLAGS.train_steps
     if FLAGS.eval_steps is not None:

@@ -1,4 +1,4 @@
-"""What both Trainer module files share: transformed-example datasets, the training run, export.
+"""What the Trainer module files share: the preprocessor, warm start, datasets, training, export.
 
 Lives outside `tfx_pipeline/modules/` on purpose: TFX bundles every `.py` of a module file's
 folder into the user-code wheel, and this file is library code imported by the modules.
@@ -14,8 +14,10 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import training
+from bert_tf import checkpoints, training
+from bert_tf.configs import BertConfig
 from bert_tf.optimization import create_optimizer
+from bert_tf.tokenization import BertPreprocessor, load_vocab
 
 # Trainer custom_config keys and defaults (run.py flags of the same names set them).
 TRAINING_DEFAULTS = {
@@ -34,6 +36,33 @@ TRAINING_DEFAULTS = {
 def training_options(custom_config: dict[str, Any] | None) -> dict[str, Any]:
     """TRAINING_DEFAULTS overridden by the Trainer's custom_config; unknown keys kept."""
     return {**TRAINING_DEFAULTS, **(custom_config or {})}
+
+
+def base_model_checkpoint(base_model: str | None) -> str | None:
+    """The Trainer's imported checkpoint: TFX hands `<artifact uri>/Format-Serving` for any Model
+    artifact, an Importer's uri is the checkpoint itself."""
+    if not base_model:
+        return None
+    return base_model if tf.io.gfile.exists(base_model) else os.path.dirname(base_model)
+
+
+def preprocessor(options: dict[str, Any]) -> BertPreprocessor:
+    """The serving preprocessor of the custom_config's vocab_file, max_seq_length, do_lower_case."""
+    return BertPreprocessor(
+        load_vocab(options["vocab_file"]),
+        seq_length=options["max_seq_length"],
+        lower_case=bool(options["do_lower_case"]),
+    )
+
+
+def warm_start(
+    base_model: str | None, preset: str, vocab_size: int
+) -> tuple[str | None, BertConfig]:
+    """The Trainer's imported checkpoint (if any) and the encoder config: the checkpoint's own
+    config when it has one beside it, else `preset` with the vocab's size."""
+    init_checkpoint = base_model_checkpoint(base_model)
+    config = init_checkpoint and checkpoints.read_checkpoint(init_checkpoint).config
+    return init_checkpoint, config or BertConfig.from_preset(preset, vocab_size=vocab_size)
 
 
 def transformed_dataset(

@@ -24,22 +24,20 @@ Example (in a pipeline):
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, ClassVar
 
 import tensorflow as tf
 from absl import logging
 from tfx import types
-from tfx.components.evaluator import constants
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
-from tfx.utils import io_utils, path_utils
+from tfx.utils import path_utils
 
 from bert_tf import heads
+from tfx_pipeline.components import blessing
 
-METRICS_FILE = "metrics.json"
 METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
 
 
@@ -55,13 +53,9 @@ class PretrainingEvaluatorSpec(ComponentSpec):
     INPUTS: ClassVar[dict] = {
         "examples": ChannelParameter(type=standard_artifacts.Examples),
         "transform_graph": ChannelParameter(type=standard_artifacts.TransformGraph),
-        "model": ChannelParameter(type=standard_artifacts.Model),
-        "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
+        **blessing.MODEL_INPUTS,
     }
-    OUTPUTS: ClassVar[dict] = {
-        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
-        "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
-    }
+    OUTPUTS: ClassVar[dict] = blessing.OUTPUTS
 
 
 def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
@@ -143,56 +137,26 @@ class Executor(base_executor.BaseExecutor):
 
         model = artifact_utils.get_single_instance(input_dict["model"])
         candidate = evaluate_pretrainer(model.uri, dataset)
-        baseline_model = (input_dict.get("baseline_model") or [None])[0]
+        baseline_model = blessing.baseline_model(input_dict)
         baseline = evaluate_pretrainer(baseline_model.uri, dataset) if baseline_model else None
         minimums = {
             "masked_lm_accuracy": exec_properties["min_masked_lm_accuracy"],
             "next_sentence_accuracy": exec_properties["min_next_sentence_accuracy"],
         }
         failures = validate(candidate, baseline, minimums, exec_properties["max_decrease"])
-        blessed = not failures
         logging.info(
-            "candidate %s, baseline %s: %s",
-            candidate,
-            baseline,
-            "blessed" if blessed else "not blessed: " + "; ".join(failures),
+            "candidate %s, baseline %s: %s", candidate, baseline, blessing.verdict(failures)
         )
-
-        evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         report = {
             "candidate": candidate,
             "baseline": baseline,
             "thresholds": minimums,
             "max_decrease": exec_properties["max_decrease"],
             "failures": failures,
-            "blessed": blessed,
+            "blessed": not failures,
         }
-        io_utils.write_string_file(
-            os.path.join(evaluation.uri, METRICS_FILE), json.dumps(report, indent=1)
-        )
-        for name in METRICS:
-            evaluation.set_float_custom_property(name, candidate[name])
-
-        # The custom properties TFX's Evaluator sets: Pusher reads `blessed`, and
-        # LatestBlessedModelStrategy matches `current_model_id` to find the blessed model.
-        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
-        blessing.set_string_custom_property(
-            constants.ARTIFACT_PROPERTY_CURRENT_MODEL_URI_KEY, model.uri
-        )
-        blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
-        if baseline_model:
-            blessing.set_string_custom_property(
-                constants.ARTIFACT_PROPERTY_BASELINE_MODEL_URI_KEY, baseline_model.uri
-            )
-            blessing.set_int_custom_property(
-                constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY, baseline_model.id
-            )
-        file_name = constants.BLESSED_FILE_NAME if blessed else constants.NOT_BLESSED_FILE_NAME
-        io_utils.write_string_file(os.path.join(blessing.uri, file_name), "")
-        blessing.set_int_custom_property(
-            constants.ARTIFACT_PROPERTY_BLESSED_KEY,
-            constants.BLESSED_VALUE if blessed else constants.NOT_BLESSED_VALUE,
-        )
+        metrics = {name: candidate[name] for name in METRICS}
+        blessing.write_outputs(output_dict, report, metrics, model, baseline_model)
 
 
 class PretrainingEvaluator(base_component.BaseComponent):
@@ -237,7 +201,6 @@ class PretrainingEvaluator(base_component.BaseComponent):
             max_decrease=max_decrease,
             batch_size=batch_size,
             eval_steps=eval_steps,
-            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
-            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            **blessing.output_channels(),
         )
         super().__init__(spec=spec)

@@ -1,11 +1,13 @@
 """PretrainingExampleGen: a text corpus -> next-sentence pairs as `tf.train.Example`s.
 
 The input is BERT's pretraining text format (one sentence per line, a blank line between
-documents), read with `bert_tf.pretraining_data.text_documents`; pairs are built per document and
-duplication round by `bert_tf.pretraining_data.sentence_pairs` (google-research's algorithm,
-deterministic per (random_seed, dupe, document)), with the split's documents as a Beam side input
-for the random "next" sentences. Documents, not pairs, are hashed into the output splits, so no
-document (nor any random B segment) is shared by train and eval.
+documents). Documents are read, ordered and turned into (document, duplication round) tasks by
+the Beam transforms of `create_pretraining_data --runner` (`bert_tf.pretraining_beam`'s
+`ReadDocuments(keep_text=True)` and `CorpusTasks`, per output split); pairs are built per task by
+`bert_tf.pretraining_data.sentence_pairs` (google-research's algorithm, deterministic per
+(random_seed, dupe, document)), with the split's documents as a Beam side input for the random
+"next" sentences. Documents, not pairs, are hashed into the output splits, so no document (nor
+any random B segment) is shared by train and eval.
 
 Each example holds raw text: `text_a`, `text_b` (sentences joined by spaces), int
 `next_sentence_labels` [1] (1 = B is random, google-research's convention) and int
@@ -28,21 +30,22 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import apache_beam as beam
-import tensorflow as tf
-from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, utils
-from tfx.components.example_gen.component import FileBasedExampleGen
-from tfx.components.example_gen.driver import FileBasedDriver
-from tfx.dsl.components.base import base_component, executor_spec
-from tfx.dsl.io import fileio
+from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import proto_utils
 
-from bert_tf import pretraining_data
+from bert_tf import pretraining_beam, pretraining_data
 from bert_tf.masking import example_seed
-from bert_tf.tokenization import BertTokenizer
+from tfx_pipeline.components.example_gen_lib import (
+    CustomSpecExampleGen,
+    bytes_feature,
+    input_files,
+    ints_feature,
+    serialize,
+)
 
 Sentence = tuple[str, int]  # (text, WordPiece token count)
 
@@ -63,26 +66,6 @@ class PretrainingExampleGenSpec(ComponentSpec):
     OUTPUTS: ClassVar[dict] = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
 
 
-class _ReadDocumentsFn(beam.DoFn):
-    """(file index, path) -> ((file index, document index), [(sentence, token count), ...])."""
-
-    def __init__(self, vocab_file: str, do_lower_case: bool):
-        self._vocab_file = vocab_file
-        self._do_lower_case = do_lower_case
-
-    def setup(self):
-        self._tokenizer = BertTokenizer(self._vocab_file, lower_case=self._do_lower_case)
-
-    def process(self, element: tuple[int, str]):
-        file_index, path = element
-        for document_index, document in enumerate(pretraining_data.text_documents([path])):
-            counts = self._tokenizer(tf.constant(document)).row_lengths().numpy()
-            # As read_documents: sentences with no token are dropped, then empty documents.
-            sentences = [(s, int(n)) for s, n in zip(document, counts, strict=True) if n]
-            if sentences:
-                yield (file_index, document_index), sentences
-
-
 def _pair_examples(
     task: tuple[int, int],
     corpus: list[list[Sentence]],
@@ -98,55 +81,30 @@ def _pair_examples(
     )
     for i, (sentences_a, sentences_b, is_random_next) in enumerate(pairs):
         seed = example_seed(random_seed, dupe_index, document_index, i)
-        feature = {
-            "text_a": _bytes(" ".join(text for text, _ in sentences_a)),
-            "text_b": _bytes(" ".join(text for text, _ in sentences_b)),
-            "next_sentence_labels": _ints([int(is_random_next)]),
-            "masking_seed": _ints(seed),
-        }
-        example = tf.train.Example(features=tf.train.Features(feature=feature))
-        yield example.SerializeToString(deterministic=True)
-
-
-def _bytes(text: str) -> tf.train.Feature:
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")]))
-
-
-def _ints(values) -> tf.train.Feature:
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _ordered_corpus(keyed_documents: list, split_name: str) -> list[list[Sentence]]:
-    if not keyed_documents:
-        raise ValueError(
-            f"split {split_name!r} got no document: give the corpus more documents or change "
-            "the output_config hash buckets"
+        yield serialize(
+            {
+                "text_a": bytes_feature(" ".join(text for text, _ in sentences_a)),
+                "text_b": bytes_feature(" ".join(text for text, _ in sentences_b)),
+                "next_sentence_labels": ints_feature([int(is_random_next)]),
+                "masking_seed": ints_feature(seed),
+            }
         )
-    return [document for _, document in sorted(keyed_documents)]
 
 
 @beam.ptransform_fn
 def _SentencePairs(documents, split_name: str, options: dict[str, Any]):
     """Keyed documents of one split -> serialized pair examples."""
-    corpus = (
-        documents
-        | "Collect" >> beam.combiners.ToList()
-        | "Order" >> beam.Map(_ordered_corpus, split_name)
+    tasks, corpus = documents | "CorpusTasks" >> pretraining_beam.CorpusTasks(
+        options["dupe_factor"],
+        f"split {split_name!r}",
+        "give the corpus more documents or change the output_config hash buckets",
     )
-    dupe_factor = options["dupe_factor"]
-    return (
-        corpus
-        | "Tasks"
-        >> beam.FlatMap(lambda docs: ((d, k) for k in range(dupe_factor) for d in range(len(docs))))
-        | "Spread" >> beam.Reshuffle()
-        | "Pairs"
-        >> beam.FlatMap(
-            _pair_examples,
-            beam.pvalue.AsSingleton(corpus),
-            options["max_seq_length"],
-            options["short_seq_prob"],
-            options["random_seed"],
-        )
+    return tasks | "Pairs" >> beam.FlatMap(
+        _pair_examples,
+        beam.pvalue.AsSingleton(corpus),
+        options["max_seq_length"],
+        options["short_seq_prob"],
+        options["random_seed"],
     )
 
 
@@ -157,13 +115,6 @@ def _document_bucket(keyed_document, num_partitions: int, buckets: list[int]) ->
     return next(i for i, end in enumerate(buckets) if bucket < end)
 
 
-def _input_files(input_base: str, pattern: str) -> list[str]:
-    files = sorted(fileio.glob(os.path.join(input_base, pattern)))
-    if not files:
-        raise FileNotFoundError(f"input_base: no file matches {os.path.join(input_base, pattern)}")
-    return files
-
-
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
     """Builds the splits itself: documents (not examples) are split, then paired per split."""
 
@@ -172,7 +123,7 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
 
         @beam.ptransform_fn
         def _InputToExamples(pipeline, exec_properties, split_pattern):
-            files = _input_files(exec_properties["input_base"], split_pattern)
+            files = input_files(exec_properties["input_base"], split_pattern)
             return _read(pipeline, files, exec_properties) | "Pairs" >> _SentencePairs(
                 split_pattern, exec_properties
             )
@@ -192,7 +143,7 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
             return super().GenerateExamplesByBeam(pipeline, exec_properties)
         if len(input_config.splits) != 1:
             raise ValueError("output_config splits need exactly one input split")
-        files = _input_files(exec_properties["input_base"], input_config.splits[0].pattern)
+        files = input_files(exec_properties["input_base"], input_config.splits[0].pattern)
         buckets = []
         for split in output_config.split_config.splits:
             buckets.append((buckets[-1] if buckets else 0) + split.hash_buckets)
@@ -206,17 +157,16 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
 
 
 def _read(pipeline, files: list[str], exec_properties: dict[str, Any]):
-    return (
-        pipeline
-        | "Files" >> beam.Create(list(enumerate(files)))
-        | "ReadDocuments"
-        >> beam.ParDo(
-            _ReadDocumentsFn(exec_properties["vocab_file"], bool(exec_properties["do_lower_case"]))
-        )
+    """Files -> keyed documents of (text, token count) sentences."""
+    return pipeline | "ReadDocuments" >> pretraining_beam.ReadDocuments(
+        files,
+        exec_properties["vocab_file"],
+        bool(exec_properties["do_lower_case"]),
+        keep_text=True,
     )
 
 
-class PretrainingExampleGen(FileBasedExampleGen):
+class PretrainingExampleGen(CustomSpecExampleGen):
     """ExampleGen over a BERT pretraining text corpus (see the module docstring).
 
     Args:
@@ -230,7 +180,6 @@ class PretrainingExampleGen(FileBasedExampleGen):
 
     SPEC_CLASS = PretrainingExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
-    DRIVER_CLASS = FileBasedDriver
 
     def __init__(
         self,
@@ -246,20 +195,14 @@ class PretrainingExampleGen(FileBasedExampleGen):
     ):
         input_config = input_config or utils.make_default_input_config()
         output_config = output_config or utils.make_default_output_config(input_config)
-        spec = PretrainingExampleGenSpec(
-            input_base=input_base,
-            input_config=input_config,
-            output_config=output_config,
-            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
-            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+        super().__init__(
+            input_base,
+            input_config,
+            output_config,
             vocab_file=os.fspath(vocab_file),
             do_lower_case=int(do_lower_case),
             max_seq_length=max_seq_length,
             dupe_factor=dupe_factor,
             short_seq_prob=short_seq_prob,
             random_seed=random_seed,
-            examples=types.Channel(type=standard_artifacts.Examples),
         )
-        # FileBasedExampleGen.__init__ would build its own (narrower) spec; keep the subclass
-        # (Kubeflow V2 compiles FileBasedExampleGens with their span-resolving driver).
-        base_component.BaseComponent.__init__(self, spec=spec)

@@ -8,30 +8,18 @@ The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.t
 and `run_classifier`'s loss, warm-started from the Trainer's `base_model` (an imported checkpoint
 in any format `load_pretrained` reads; its config beside it sets the architecture, else
 `preset`), and exports `serving.export.export_classifier`'s raw-text SavedModel, whose
-`classify` signature TFMA's Evaluator scores.
+`classify` (regression: `regress`) signature TFMA's Evaluator scores.
 """
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
-from bert_tf import checkpoints, glue
-from bert_tf.configs import BertConfig
+from bert_tf import glue
 from bert_tf.encoder import INPUT_NAMES, build_encoder
 from bert_tf.models import BertClassifier
 from bert_tf.run_classifier import classification_loss_fn
-from bert_tf.tokenization import BertPreprocessor, load_vocab
 from tfx_pipeline import trainer_lib
-
-
-def _preprocessor(custom_config) -> BertPreprocessor:
-    return BertPreprocessor(
-        load_vocab(custom_config["vocab_file"]),
-        seq_length=custom_config["max_seq_length"],
-        lower_case=bool(custom_config["do_lower_case"]),
-    )
 
 
 def preprocessing_fn(inputs, custom_config):
@@ -39,7 +27,7 @@ def preprocessing_fn(inputs, custom_config):
     from serving.export import pair_features
 
     features = pair_features(
-        _preprocessor(custom_config),
+        trainer_lib.preprocessor(custom_config),
         tf.reshape(inputs["text_a"], [-1]),  # SchemaGen's [batch, 1] text columns
         tf.reshape(inputs["text_b"], [-1]),
     )
@@ -47,14 +35,6 @@ def preprocessing_fn(inputs, custom_config):
     outputs = {k: tf.ensure_shape(tf.cast(v, tf.int64), [None, seq]) for k, v in features.items()}
     outputs["label"] = tf.reshape(inputs["label"], [-1])
     return outputs
-
-
-def _init_checkpoint(base_model: str | None) -> str | None:
-    """The imported checkpoint: TFX hands `<artifact uri>/Format-Serving` for any Model artifact,
-    an Importer's uri is the checkpoint itself."""
-    if not base_model:
-        return None
-    return base_model if tf.io.gfile.exists(base_model) else os.path.dirname(base_model)
 
 
 def run_fn(fn_args):
@@ -67,7 +47,7 @@ def run_fn(fn_args):
     processor = glue.get_processor(options["task_name"])
     label_names = processor.get_labels(options["data_root"])
     num_classes = 1 if processor.is_regression else len(label_names)
-    preprocessor = _preprocessor(options)
+    preprocessor = trainer_lib.preprocessor(options)
     feature_spec = tft.TFTransformOutput(fn_args.transform_graph_path).transformed_feature_spec()
     dataset = trainer_lib.transformed_dataset(
         fn_args.train_files,
@@ -77,10 +57,8 @@ def run_fn(fn_args):
         seed=options["random_seed"],
     ).map(lambda batch: ({k: batch[k] for k in INPUT_NAMES}, batch["label"]))
 
-    init_checkpoint = _init_checkpoint(fn_args.base_model)
-    config = init_checkpoint and checkpoints.read_checkpoint(init_checkpoint).config
-    config = config or BertConfig.from_preset(
-        options["preset"], vocab_size=preprocessor.tokenizer.vocabulary_size
+    init_checkpoint, config = trainer_lib.warm_start(
+        fn_args.base_model, options["preset"], preprocessor.tokenizer.vocabulary_size
     )
     model = trainer_lib.train(
         lambda: BertClassifier(build_encoder(config), num_classes),

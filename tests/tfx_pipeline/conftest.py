@@ -1,0 +1,158 @@
+"""Helpers of the pipeline tests, as the session fixture `pipeline_helpers` (test modules cannot
+import each other or this file: importlib import mode, and under Bazel a test sees only its own
+file and the folder's non-test .py files)."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+
+def run_in_process(module, *args: str) -> None:
+    """`python -m <module> <args>` in this process (TFX is imported once), on fresh flags."""
+    flag_values = flags.FlagValues()
+    module.define_flags(flag_values)
+    flag_values([module.__name__, *args])
+    saved, module.FLAGS = module.FLAGS, flag_values
+    try:
+        module.main([])
+    finally:
+        module.FLAGS = saved
+
+
+def metadata(metadata_path) -> metadata_store.MetadataStore:
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = str(metadata_path)
+    return metadata_store.MetadataStore(config)
+
+
+def executions(metadata_path) -> list[dict[str, metadata_store_pb2.Execution]]:
+    """Per pipeline run, in order: component id -> its execution."""
+    store = metadata(metadata_path)
+    node_type = store.get_context_type("node")
+    runs = sorted(
+        store.get_contexts_by_type("pipeline_run"), key=lambda c: c.create_time_since_epoch
+    )
+    found = []
+    for run_context in runs:
+        run_executions = {}
+        for execution in store.get_executions_by_context(run_context.id):
+            node = next(
+                c.name
+                for c in store.get_contexts_by_execution(execution.id)
+                if c.type_id == node_type.id
+            )
+            run_executions[node.split(".", 1)[1]] = execution
+        found.append(run_executions)
+    return found
+
+
+def node_states(metadata_path) -> list[dict[str, str]]:
+    """Per pipeline run, in order: component id -> last known execution state."""
+    return [
+        {
+            node: metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+            for node, execution in run_executions.items()
+        }
+        for run_executions in executions(metadata_path)
+    ]
+
+
+def blessings(metadata_path) -> list[int]:
+    """`blessed` of every ModelBlessing in ML Metadata, oldest first."""
+    artifacts = sorted(
+        metadata(metadata_path).get_artifacts_by_type("ModelBlessing"), key=lambda a: a.id
+    )
+    return [a.custom_properties["blessed"].int_value for a in artifacts]
+
+
+def read_examples(pattern) -> list[tf.train.Example]:
+    """The examples of the gzipped TFRecord files matching `pattern` (at least one file)."""
+    files = sorted(glob.glob(str(pattern)))
+    assert files, pattern
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator()
+    return [tf.train.Example.FromString(r) for r in records]
+
+
+def values(example: tf.train.Example, name: str) -> np.ndarray:
+    feature = example.features.feature[name]
+    return np.array(getattr(feature, feature.WhichOneof("kind")).value)
+
+
+def serve_in_fresh_process(model_dir: str, code: str):
+    """Runs `code` (with `signatures` loaded from model_dir) in a new Python; returns the JSON
+    it prints last."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import tensorflow as tf
+        import tensorflow_text  # registers the tokenizer's ops
+        signatures = tf.saved_model.load(sys.argv[1]).signatures
+        """
+    ) + textwrap.dedent(code)
+    result = subprocess.run(
+        [sys.executable, "-c", script, model_dir], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def pushed_model(model_base_path: Path) -> str:
+    """The one version the Pusher wrote under `<serving_model_dir>/<model_name>`."""
+    versions = glob.glob(str(model_base_path / "*" / "saved_model.pb"))
+    assert len(versions) == 1, versions
+    return os.path.dirname(versions[0])
+
+
+def compile_for_kubeflow(pipeline_args: list[str], tmp_path: Path, image: str):
+    """`tfx_pipeline.run --runner=kubeflow` on `pipeline_args` (pipeline root and spec file
+    under tmp_path): the compiled PipelineSpec and its executors' container images."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    from tfx_pipeline import run
+
+    spec_file = tmp_path / "kubeflow_pipeline.json"
+    run_in_process(
+        run,
+        *pipeline_args,
+        "--runner=kubeflow",
+        f"--pipeline_root={tmp_path / 'root'}",
+        f"--image={image}",
+        f"--output_spec_file={spec_file}",
+    )
+    job = json.loads(spec_file.read_text())
+    spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
+    images = {
+        executor["container"]["image"]
+        for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values()
+        if "container" in executor
+    }
+    return spec, images
+
+
+@pytest.fixture(scope="session")
+def pipeline_helpers() -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        run_in_process=run_in_process,
+        metadata=metadata,
+        executions=executions,
+        node_states=node_states,
+        blessings=blessings,
+        read_examples=read_examples,
+        values=values,
+        serve_in_fresh_process=serve_in_fresh_process,
+        pushed_model=pushed_model,
+        compile_for_kubeflow=compile_for_kubeflow,
+    )

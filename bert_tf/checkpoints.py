@@ -403,6 +403,10 @@ def _read_object(path: str) -> _Source:
             "bert_tf.checkpoints.training_checkpoint"
         )
     config = json.loads(reader.get_tensor(_MODEL_CONFIG_TENSOR).decode("utf-8"))
+    # The task model classes register themselves for deserialization when bert_tf.models is
+    # imported; a caller that only built an encoder may not have imported it yet.
+    from bert_tf import models  # noqa: F401
+
     model = keras.saving.deserialize_keras_object(config)
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     # Same class and config as the writer, so every model variable must be found; optimizer

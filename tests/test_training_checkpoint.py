@@ -1,5 +1,8 @@
 """Object-based training checkpoints (`training_checkpoint`) read back by `load_pretrained`."""
 
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -100,3 +103,24 @@ def test_plain_object_checkpoint_is_rejected(tmp_path):
 def test_reserved_extra_names():
     with pytest.raises(ValueError, match="reserved"):
         checkpoints.training_checkpoint(BertPretrainer(build_encoder(TINY)), encoder=tf.Variable(1))
+
+
+def test_encoder_loads_a_pretrainer_checkpoint_in_a_process_without_bert_tf_models(written):
+    # The checkpoint stores a BertPretrainer config; reading it must not depend on the caller
+    # having imported the module that registers that class.
+    root, pretrainer, _ = written
+    expected = root / "pretrainer_word_embeddings.npy"
+    np.save(expected, pretrainer.encoder.word_embeddings.embeddings.numpy())
+    code = f"""
+import numpy as np
+from bert_tf import checkpoints
+from bert_tf.configs import BertConfig
+from bert_tf.encoder import build_encoder
+encoder = build_encoder(BertConfig(**{TINY.to_dict()!r}))
+checkpoints.load_pretrained(encoder, {str(root / "pretrainer")!r})
+np.testing.assert_array_equal(encoder.word_embeddings.embeddings.numpy(), np.load({str(expected)!r}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

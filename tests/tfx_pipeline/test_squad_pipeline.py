@@ -163,13 +163,22 @@ def test_kubeflow_runner_compiles_the_squad_pipeline(
 
 
 def test_evaluator_blessing_rules_against_the_baseline():
-    from tfx_pipeline.components.squad_evaluator import validate
+    from tfx_pipeline.components.blessing import validate
 
-    assert validate({"f1": 70.0}, None, min_f1=50.0, max_f1_decrease=1.0) == []
-    assert validate({"f1": 70.0}, {"f1": 70.9}, min_f1=50.0, max_f1_decrease=1.0) == []
-    assert validate({"f1": 70.0}, {"f1": 71.5}, min_f1=50.0, max_f1_decrease=1.0) == [
+    def squad(candidate, baseline):
+        return validate(candidate, baseline, {"f1": 50.0}, max_decrease=1.0, digits=2)
+
+    assert squad({"f1": 70.0}, None) == []
+    assert squad({"f1": 70.0}, {"f1": 70.9}) == []
+    assert squad({"f1": 70.0}, {"f1": 71.5}) == [
         "f1 70.00 is more than 1.0 below the baseline's 71.50"
     ]
-    assert validate({"f1": 40.0}, None, min_f1=50.0, max_f1_decrease=1.0) == [
-        "f1 40.00 < threshold 50.00"
+    assert squad({"f1": 40.0}, None) == ["f1 40.00 < threshold 50.00"]
+    # Every named metric is checked (the pretraining evaluator's two accuracies).
+    minimums = {"masked_lm_accuracy": 0.05, "next_sentence_accuracy": 0.5}
+    candidate = {"masked_lm_accuracy": 0.06, "next_sentence_accuracy": 0.45}
+    baseline = {"masked_lm_accuracy": 0.08, "next_sentence_accuracy": 0.4}
+    assert validate(candidate, baseline, minimums, max_decrease=0.01) == [
+        "next_sentence_accuracy 0.4500 < threshold 0.5000",
+        "masked_lm_accuracy 0.0600 is more than 0.01 below the baseline's 0.0800",
     ]

@@ -70,6 +70,31 @@ def baseline_model(input_dict: dict[str, list[types.Artifact]]) -> types.Artifac
     return (input_dict.get("baseline_model") or [None])[0]
 
 
+def validate(
+    candidate: dict[str, float],
+    baseline: dict[str, float] | None,
+    minimums: dict[str, float],
+    max_decrease: float,
+    digits: int = 4,
+) -> list[str]:
+    """The failed checks of the metrics named in `minimums`, as readable lines (empty: blessed):
+    each must reach its minimum and, given a baseline's metrics, be at most `max_decrease`
+    below the baseline's."""
+    failures = [
+        f"{name} {candidate[name]:.{digits}f} < threshold {minimum:.{digits}f}"
+        for name, minimum in minimums.items()
+        if candidate[name] < minimum
+    ]
+    if baseline is not None:
+        failures += [
+            f"{name} {candidate[name]:.{digits}f} is more than {max_decrease} below the "
+            f"baseline's {baseline[name]:.{digits}f}"
+            for name in minimums
+            if candidate[name] < baseline[name] - max_decrease
+        ]
+    return failures
+
+
 def verdict(failures: list[str]) -> str:
     return "blessed" if not failures else "not blessed: " + "; ".join(failures)
 

@@ -88,28 +88,6 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
     }
 
 
-def validate(
-    candidate: dict[str, float],
-    baseline: dict[str, float] | None,
-    minimums: dict[str, float],
-    max_decrease: float,
-) -> list[str]:
-    """The failed checks, as readable lines (empty: blessed)."""
-    failures = [
-        f"{name} {candidate[name]:.4f} < threshold {minimums[name]:.4f}"
-        for name in METRICS
-        if candidate[name] < minimums[name]
-    ]
-    if baseline is not None:
-        failures += [
-            f"{name} {candidate[name]:.4f} is more than {max_decrease} below the baseline's "
-            f"{baseline[name]:.4f}"
-            for name in METRICS
-            if candidate[name] < baseline[name] - max_decrease
-        ]
-    return failures
-
-
 class Executor(base_executor.BaseExecutor):
     def Do(
         self,
@@ -143,7 +121,7 @@ class Executor(base_executor.BaseExecutor):
             "masked_lm_accuracy": exec_properties["min_masked_lm_accuracy"],
             "next_sentence_accuracy": exec_properties["min_next_sentence_accuracy"],
         }
-        failures = validate(candidate, baseline, minimums, exec_properties["max_decrease"])
+        failures = blessing.validate(candidate, baseline, minimums, exec_properties["max_decrease"])
         logging.info(
             "candidate %s, baseline %s: %s", candidate, baseline, blessing.verdict(failures)
         )

@@ -124,24 +124,6 @@ def official_metrics(
     return squad.squad_v1_metrics(dataset, predictions)
 
 
-def validate(
-    candidate: dict[str, float],
-    baseline: dict[str, float] | None,
-    min_f1: float,
-    max_f1_decrease: float,
-) -> list[str]:
-    """The failed checks, as readable lines (empty: blessed)."""
-    failures = []
-    if candidate["f1"] < min_f1:
-        failures.append(f"f1 {candidate['f1']:.2f} < threshold {min_f1:.2f}")
-    if baseline is not None and candidate["f1"] < baseline["f1"] - max_f1_decrease:
-        failures.append(
-            f"f1 {candidate['f1']:.2f} is more than {max_f1_decrease} below the baseline's "
-            f"{baseline['f1']:.2f}"
-        )
-    return failures
-
-
 class Executor(base_executor.BaseExecutor):
     def Do(
         self,
@@ -164,8 +146,12 @@ class Executor(base_executor.BaseExecutor):
         if baseline_model:
             baseline_predictions = answer_questions(baseline_model.uri, questions, batch_size)
             baseline = official_metrics(questions, baseline_predictions, v2)
-        failures = validate(
-            candidate, baseline, exec_properties["min_f1"], exec_properties["max_f1_decrease"]
+        failures = blessing.validate(
+            candidate,
+            baseline,
+            {"f1": exec_properties["min_f1"]},
+            exec_properties["max_f1_decrease"],
+            digits=2,
         )
         logging.info(
             "SQuAD dev (%d questions): candidate %s, baseline %s: %s",

@@ -26,7 +26,6 @@ from bert_tf.encoder import build_encoder
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
 from bert_tf.pretraining import pretraining_loss
-from bert_tf.tokenization import BertPreprocessor, load_vocab
 from tfx_pipeline import trainer_lib
 
 KERAS_MODEL_FILE = "model.keras"
@@ -34,14 +33,9 @@ KERAS_MODEL_FILE = "model.keras"
 
 def preprocessing_fn(inputs, custom_config):
     """Text pairs -> packed, masked pretraining features (int64, float32 weights)."""
-    vocab = load_vocab(custom_config["vocab_file"])
-    preprocessor = BertPreprocessor(
-        vocab,
-        seq_length=custom_config["max_seq_length"],
-        lower_case=bool(custom_config["do_lower_case"]),
-    )
+    preprocessor = trainer_lib.preprocessor(custom_config)
     masker = MaskedLmMasker.from_vocab(
-        vocab,
+        preprocessor.tokenizer.vocabulary,
         whole_word_mask=bool(custom_config["do_whole_word_mask"]),
         max_predictions_per_seq=custom_config["max_predictions_per_seq"],
         masked_lm_prob=custom_config["masked_lm_prob"],
@@ -76,7 +70,7 @@ def run_fn(fn_args):
     from serving.export import export_encoder
 
     options = trainer_lib.training_options(fn_args.custom_config)
-    vocab = load_vocab(options["vocab_file"])
+    preprocessor = trainer_lib.preprocessor(options)
     feature_spec = tft.TFTransformOutput(fn_args.transform_graph_path).transformed_feature_spec()
     dataset = trainer_lib.transformed_dataset(
         fn_args.train_files,
@@ -85,7 +79,9 @@ def run_fn(fn_args):
         training_data=True,
         seed=options["random_seed"],
     )
-    config = BertConfig.from_preset(options["preset"], vocab_size=len(vocab))
+    config = BertConfig.from_preset(
+        options["preset"], vocab_size=preprocessor.tokenizer.vocabulary_size
+    )
     model = trainer_lib.train(
         lambda: BertPretrainer(build_encoder(config)),
         pretraining_loss,
@@ -97,7 +93,4 @@ def run_fn(fn_args):
     )
     tf.io.gfile.makedirs(fn_args.eval_model_dir)
     model.save(os.path.join(fn_args.eval_model_dir, KERAS_MODEL_FILE))
-    preprocessor = BertPreprocessor(
-        vocab, seq_length=options["max_seq_length"], lower_case=bool(options["do_lower_case"])
-    )
     trainer_lib.export_serving_model(export_encoder, fn_args.serving_model_dir, model, preprocessor)

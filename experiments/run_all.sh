@@ -90,6 +90,13 @@ for stage in "$@"; do
     $PY -m experiments.baselines --baseline=tfidf --data_dir="$DATA/zh_sentiment" \
       --analyzer=char --output_file="$Z/tfidf.json"
     $PY -m experiments.zh_summary --zh_dir="$Z" --output_file="$Z/summary.json"
+    # Did pretraining put sentiment into the frozen features? Random encoder vs each phase.
+    for probe in random pretrain pretrain_reviews; do
+      if [[ $probe == random ]]; then model=(--bert_config_file="$Z/pretrain/bert_config.json")
+      else model=(--init_checkpoint="$Z/$probe"); fi
+      $PY -m experiments.feature_probe --data_dir="$DATA/zh_sentiment" --vocab_file="$ZH_VOCAB" \
+        "${model[@]}" --output_file="$Z/probe_$probe.json"
+    done
     ;;
   minilm)  # all-MiniLM-L6-v2 fine-tuned on Pang & Lee polarity: ours vs keras-nlp
     E=$OUT/minilm

@@ -42,13 +42,14 @@ def encode(encoder, preprocessor, texts: list[str], batch_size: int = 256) -> di
     """Mean-pooled last-layer features (padding excluded) and pooled outputs, as arrays."""
     import tensorflow as tf
 
+    from bert_tf.sentence_embedding import mean_pool
+
     means, pooled = [], []
     for start in range(0, len(texts), batch_size):
         inputs = preprocessor(tf.constant(texts[start : start + batch_size]))
         outputs = encoder(inputs, training=False)
-        mask = tf.cast(inputs["input_mask"], tf.float32)[..., None]
-        summed = tf.reduce_sum(outputs["sequence_output"] * mask, axis=1)
-        means.append((summed / tf.reduce_sum(mask, axis=1)).numpy())
+        mean = mean_pool(outputs["sequence_output"], inputs["input_mask"], normalize=False)
+        means.append(mean.numpy())
         pooled.append(outputs["pooled_output"].numpy())
     return {"mean_pooled": np.concatenate(means), "pooled_output": np.concatenate(pooled)}
 

@@ -47,7 +47,7 @@ import tensorflow as tf
 from absl import logging
 from safetensors.numpy import load_file
 
-from bert_tf.configs import BertConfig
+from bert_tf.configs import BertConfig, canonical_activation
 from bert_tf.encoder import BertEncoder
 
 SAME, HEADS_IN, HEADS_OUT, TRANSPOSED = "same", "heads_in", "heads_out", "transposed"
@@ -466,11 +466,16 @@ def read_checkpoint(path: str | os.PathLike) -> _Source:
 
 
 def _config_diffs(model_config: BertConfig, checkpoint_config: BertConfig) -> list[str]:
+    def value(config: BertConfig, field: str):
+        # Aliases of one activation ("gelu_tanh" = "gelu_new") are the same architecture.
+        raw = getattr(config, field)
+        return canonical_activation(raw) if field == "hidden_act" else raw
+
     return [
         f"{field}: model {getattr(model_config, field)!r} vs checkpoint "
         f"{getattr(checkpoint_config, field)!r}"
         for field in _ARCHITECTURE_FIELDS
-        if getattr(model_config, field) != getattr(checkpoint_config, field)
+        if value(model_config, field) != value(checkpoint_config, field)
     ]
 
 

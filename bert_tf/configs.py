@@ -21,28 +21,49 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from bert_tf import fileio
 
 # BERT's LayerNorm epsilon (google-research/bert and HF both use 1e-12); not a config field in the
 # google format, so it is fixed here and checked when reading an HF config.
 LAYER_NORM_EPSILON = 1e-12
 
-# Activation names accepted in `hidden_act`: google-research names plus the HF aliases.
-# "gelu" is the exact erf form (the paper, HF, TF-Hub); the tanh approximation is "gelu_new"
-# (HF) a.k.a. "gelu_approx"/"gelu_pytorch_tanh". Resolved to functions in `bert_tf.layers`.
-ACTIVATIONS = (
-    "gelu",
+# Activation names accepted in `hidden_act`: google-research names plus the HF and Keras aliases.
+# "gelu" is the exact erf form (the 2018 checkpoints, HF, TF-Hub; also HF's "gelu_python").
+# The tanh approximation is HF's "gelu_new"/"gelu_fast"/"gelu_pytorch_tanh", Keras'
+# `gelu(approximate=True)` ("gelu_approximate"), "gelu_tanh"/"gelu_approx", and what
+# google-research/bert's current `modeling.gelu` computes: a model trained with that code should
+# say one of these names (its bert_config.json says "gelu"). Resolved in `bert_tf.layers`.
+GELU_ERF_NAMES = ("gelu", "gelu_python")
+GELU_TANH_NAMES = (
     "gelu_new",
+    "gelu_tanh",
+    "gelu_approximate",
     "gelu_approx",
+    "gelu_fast",
     "gelu_pytorch_tanh",
+)
+ACTIVATIONS = (
+    *GELU_ERF_NAMES,
+    *GELU_TANH_NAMES,
     "relu",
     "tanh",
     "swish",
     "silu",
     "linear",
 )
+
+
+def canonical_activation(name: str) -> str:
+    """One name per function: "gelu" (erf), "gelu_new" (tanh) or "silu" for their aliases."""
+    if name in GELU_ERF_NAMES:
+        return "gelu"
+    if name in GELU_TANH_NAMES:
+        return "gelu_new"
+    return "silu" if name == "swish" else name
+
 
 # Size presets of the BERT paper and Turc et al. 2019 ("Well-Read Students"): name -> (L, H).
 # A = H / 64 attention heads and FFN = 4H, as in every released BERT.
@@ -80,7 +101,45 @@ _HF_IGNORED_KEYS = _GOOGLE_UNUSED_KEYS | {
     "output_past",
     "id2label",
     "label2id",
+    # Bookkeeping that `PretrainedConfig.save_pretrained` may write; none changes the encoder.
+    "bos_token_id",
+    "eos_token_id",
+    "sep_token_id",
+    "finetuning_task",
+    "problem_type",
+    "tokenizer_class",
+    "output_hidden_states",
+    "output_attentions",
+    "return_dict",
+    "tie_word_embeddings",
+    "chunk_size_feed_forward",
+    "torchscript",
+    "task_specific_params",
+    "num_labels",
 }
+# HF switches that turn BERT into a decoder: accepted only when off.
+_HF_FALSE_KEYS = ("is_decoder", "add_cross_attention")
+
+
+# Keys only an HF `config.json` has (google's bert_config.json has none of them).
+_HF_MARKER_KEYS = ("model_type", "architectures", "layer_norm_eps", "transformers_version")
+
+
+def is_hf_config(values: dict[str, Any]) -> bool:
+    """True if a config dict is a Hugging Face `config.json` rather than google's format."""
+    return any(key in values for key in _HF_MARKER_KEYS)
+
+
+def _read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; expected a JSON BERT config") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object of BERT config keys")
+    return values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,27 +239,19 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
-        """Reads a google-research `bert_config.json`."""
-        try:
-            values = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(values, dict):
-            raise ValueError(f"{path}: expected a JSON object of BERT config keys")
+        """Reads a google-research `bert_config.json` or a Hugging Face BERT `config.json`.
+
+        The format is told by the keys (`is_hf_config`), not by the file name, so an HF
+        `config.json` passed as `--bert_config_file` reads like one beside `--init_checkpoint`.
+        """
+        values = _read_json_object(path)
+        if is_hf_config(values):
+            return cls.from_hf_config(values, source=str(path))
         return cls.from_dict(values, source=str(path))
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes google-research `bert_config.json` atomically (temp file, then rename)."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        fileio.atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def from_hf_config(cls, values: dict[str, Any], source: str = "HF config") -> BertConfig:
@@ -218,17 +269,18 @@ class BertConfig:
             raise ValueError(
                 f"{source}: position_embedding_type must be 'absolute', got {position_type!r}"
             )
-        kept = {k: v for k, v in values.items() if k not in _HF_IGNORED_KEYS}
+        for key in _HF_FALSE_KEYS:
+            if values.get(key):
+                raise ValueError(f"{source}: {key}=true is a BERT decoder; expected an encoder")
+        kept = {
+            k: v for k, v in values.items() if k not in _HF_IGNORED_KEYS and k not in _HF_FALSE_KEYS
+        }
         return cls.from_dict(kept, source=source)
 
     @classmethod
     def from_hf_json_file(cls, path: str | os.PathLike) -> BertConfig:
         """Reads a Hugging Face BERT `config.json`."""
-        try:
-            values = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-        return cls.from_hf_config(values, source=str(path))
+        return cls.from_hf_config(_read_json_object(path), source=str(path))
 
     def to_hf_config(self) -> dict[str, Any]:
         """Returns a Hugging Face `BertModel` config.json dict."""

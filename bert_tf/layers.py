@@ -28,7 +28,7 @@ import keras
 from keras import ops
 from keras_nlp.layers import ReversibleEmbedding
 
-from bert_tf.configs import ACTIVATIONS, LAYER_NORM_EPSILON
+from bert_tf.configs import ACTIVATIONS, GELU_ERF_NAMES, GELU_TANH_NAMES, LAYER_NORM_EPSILON
 
 # google-research/bert adds -10000 to the attention logits of padding positions.
 _MASK_ADDER = -10000.0
@@ -36,15 +36,14 @@ _MASK_ADDER = -10000.0
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 def gelu_approx(x):
-    """GELU, tanh approximation (HF "gelu_new"; google-research modeling.py's `gelu`)."""
+    """GELU, tanh approximation (HF "gelu_new"; google-research modeling.py's current `gelu`)."""
     return keras.activations.gelu(x, approximate=True)
 
 
 _ACTIVATION_FNS: dict[str, Callable] = {
-    "gelu": keras.activations.gelu,  # exact erf form (keras default approximate=False)
-    "gelu_new": gelu_approx,
-    "gelu_approx": gelu_approx,
-    "gelu_pytorch_tanh": gelu_approx,
+    # keras' default approximate=False is the exact erf form.
+    **dict.fromkeys(GELU_ERF_NAMES, keras.activations.gelu),
+    **dict.fromkeys(GELU_TANH_NAMES, gelu_approx),
     "relu": keras.activations.relu,
     "tanh": keras.activations.tanh,
     "swish": keras.activations.silu,

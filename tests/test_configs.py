@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bert_tf.configs import PRESETS, BertConfig
+from bert_tf.configs import PRESETS, BertConfig, canonical_activation
 
 GOOGLE_KEYS = {
     "vocab_size",
@@ -106,3 +106,47 @@ def test_hf_config_rejects_other_layer_norm_eps_and_model_type():
 def test_unknown_preset():
     with pytest.raises(ValueError, match="huge"):
         BertConfig.from_preset("huge")
+
+
+def test_hf_config_json_given_as_bert_config_file_is_read_as_hf(minilm_dir, tmp_path):
+    # Regression: a real HF config.json passed where google's bert_config.json is expected was
+    # rejected ("unknown BERT config keys ['_name_or_path', 'architectures', ...]").
+    hf_file = minilm_dir / "config.json"
+    assert BertConfig.from_json_file(hf_file) == BertConfig.from_hf_json_file(hf_file)
+    # Told by the keys, not the file name, and an HF-only key alone is enough.
+    google = BertConfig(vocab_size=10, hidden_size=64, num_attention_heads=4).to_dict()
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps({**google, "layer_norm_eps": 1e-12}))
+    assert BertConfig.from_json_file(path) == BertConfig(**google)
+    # A genuinely unknown key still fails clearly in either format.
+    path.write_text(json.dumps({**google, "model_type": "bert", "num_experts": 8}))
+    with pytest.raises(ValueError, match=r"bert_config\.json.*num_experts"):
+        BertConfig.from_json_file(path)
+
+
+def test_hf_config_with_decoder_switches_is_refused(tmp_path):
+    hf = BertConfig(vocab_size=10, hidden_size=64, num_attention_heads=4).to_hf_config()
+    # Bookkeeping keys HF writes are accepted ...
+    extras = {"bos_token_id": 0, "problem_type": "single_label_classification", "is_decoder": False}
+    assert BertConfig.from_hf_config({**hf, **extras}).vocab_size == 10
+    # ... but a decoder/cross-attention BERT is another architecture.
+    for key in ("is_decoder", "add_cross_attention"):
+        with pytest.raises(ValueError, match=key):
+            BertConfig.from_hf_config({**hf, key: True})
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [
+        ("gelu", "gelu"),
+        ("gelu_python", "gelu"),
+        ("gelu_new", "gelu_new"),
+        ("gelu_tanh", "gelu_new"),
+        ("gelu_approximate", "gelu_new"),
+        ("gelu_pytorch_tanh", "gelu_new"),
+        ("swish", "silu"),
+    ],
+)
+def test_activation_aliases_are_accepted(alias, canonical):
+    config = BertConfig(vocab_size=10, hidden_size=64, num_attention_heads=4, hidden_act=alias)
+    assert canonical_activation(config.hidden_act) == canonical

@@ -1,15 +1,18 @@
 """BertEncoder: structure, masking, real-weights parity (all-MiniLM-L6-v2), sizes, mixed
 precision, and get_config / .keras / tf.saved_model round trips."""
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from scipy.special import erf
 
 from bert_tf import checkpoints
 from bert_tf.configs import BertConfig
 from bert_tf.encoder import BertEncoder, build_encoder, flat_outputs
-from bert_tf.layers import BertAttention
+from bert_tf.layers import BertAttention, get_activation
 
 TINY = BertConfig(
     vocab_size=100,
@@ -154,3 +157,52 @@ def test_tf_saved_model_round_trip(tmp_path):
     archive.write_out(str(tmp_path / "saved"), verbose=False)
     restored = tf.saved_model.load(str(tmp_path / "saved"))
     _assert_outputs_close(flat_outputs(encoder(FEATURES)), restored.serve(FEATURES))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def _gelu_erf(x):
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+@pytest.mark.parametrize(
+    ("name", "formula"),
+    [
+        ("gelu", _gelu_erf),
+        ("gelu_python", _gelu_erf),
+        ("gelu_new", _gelu_tanh),
+        ("gelu_tanh", _gelu_tanh),
+        ("gelu_approximate", _gelu_tanh),
+        ("gelu_fast", _gelu_tanh),
+        ("gelu_pytorch_tanh", _gelu_tanh),
+    ],
+)
+def test_gelu_names_follow_hf(name, formula):
+    # google-research's current modeling.gelu is the tanh form; the 2018 checkpoints, HF's and
+    # our "gelu" the erf form. The two differ by up to ~5e-4 around |x| ~ 2.
+    x = np.linspace(-6, 6, 2001, dtype="float64")
+    got = np.asarray(get_activation(name)(tf.constant(x, tf.float32)))
+    np.testing.assert_allclose(got, formula(x), atol=2e-6)
+    other = _gelu_erf if formula is _gelu_tanh else _gelu_tanh
+    assert np.abs(got - other(x)).max() > 1e-4
+
+
+def test_tanh_gelu_config_changes_the_encoder_and_loads_google_names(tmp_path):
+    # A model trained with google-research's current code (tanh GELU) loads exactly when its
+    # config says "gelu_tanh": same weights, outputs equal to the "gelu_new" model's, and
+    # different from the erf model's.
+    # Large initial weights put the FFN inputs where the two GELUs differ most.
+    erf_config = dataclasses.replace(TINY, initializer_range=0.5)
+    erf = build_encoder(erf_config)
+    tanh = build_encoder(dataclasses.replace(erf_config, hidden_act="gelu_tanh"))
+    tanh.set_weights(erf.get_weights())
+    prefix = checkpoints.save_google_checkpoint(tanh, tmp_path)
+    loaded = build_encoder(dataclasses.replace(erf_config, hidden_act="gelu_new"))
+    checkpoints.load_pretrained(loaded, prefix)
+    _assert_outputs_close(tanh(FEATURES), loaded(FEATURES), atol=1e-6)
+    diff = np.abs(
+        np.asarray(tanh(FEATURES)["sequence_output"]) - np.asarray(erf(FEATURES)["sequence_output"])
+    )
+    assert diff.max() > 1e-4

@@ -18,14 +18,12 @@ python -m bert_tf.convert_checkpoint \
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from absl import app, flags, logging
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 from bert_tf.configs import BertConfig
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertPretrainer
@@ -103,10 +101,7 @@ def convert(
     prefix = checkpoints.save_google_checkpoint(model, output_dir)
     vocab = _input_folder(input_path) / "vocab.txt"
     if vocab.exists():
-        fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".vocab.txt.")
-        os.close(fd)
-        shutil.copyfile(vocab, tmp)
-        os.replace(tmp, Path(output_dir) / "vocab.txt")
+        fileio.atomic_copy(vocab, Path(output_dir) / "vocab.txt")
     logging.info("wrote %d variables to %s", len(loaded), prefix)
     return prefix
 

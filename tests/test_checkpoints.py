@@ -2,6 +2,7 @@
 mismatch reporting, and the convert_checkpoint script."""
 
 import os
+import stat
 import subprocess
 import sys
 
@@ -252,3 +253,18 @@ def test_convert_checkpoint_bad_input_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"nope.*not a checkpoint prefix"):
         convert_checkpoint.convert(str(tmp_path / "nope"), str(tmp_path), None, False)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_convert_checkpoint_outputs_follow_the_umask(minilm_dir, tmp_path, mask):
+    # Regression: bert_config.json and vocab.txt came out 0600 (temp-file modes) beside a 0644
+    # checkpoint, unreadable to a TF Serving container running as another user.
+    old = os.umask(mask)
+    try:
+        convert_checkpoint.convert(str(minilm_dir), str(tmp_path / "google"))
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "google").iterdir()}
+    assert {"bert_config.json", "vocab.txt", "checkpoint", "bert_model.ckpt.index"} <= set(modes)
+    assert set(modes.values()) == {0o666 & ~mask}, modes
+    assert stat.S_IMODE((tmp_path / "google").stat().st_mode) == 0o777 & ~mask

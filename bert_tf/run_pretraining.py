@@ -1,16 +1,16 @@
 r"""Pre-trains BERT (masked LM + next sentence) on pretraining TFRecords (google-research
 `run_pretraining.py`).
 
-Same flags as google-research/bert (`--tpu` for `--tpu_name`, `--distribution_strategy` instead
-of `--use_tpu`), plus `--preset`/`--vocab_size` (a paper-size config instead of
-`--bert_config_file`), `--optimizer=adamw|lamb`, `--use_mixed_precision`, `--use_xla`,
-`--gradient_accumulation_steps`, `--seed` and `--dynamic_masking` (re-mask every read,
-RoBERTa style; needs `--vocab_file`; evaluation keeps the stored masks). Records come from
-`bert_tf.create_pretraining_data` or the original tool. Outputs in `--output_dir`: training
-checkpoints `ckpt-<step>` (rerunning the same command resumes from the latest),
-`training_log.json`, `training_curve.png`, TensorBoard events, `bert_config.json` and
-`eval_results.txt` (`key = value` lines: `global_step`, `loss`, `masked_lm_accuracy`,
-`masked_lm_loss`, `next_sentence_accuracy`, `next_sentence_loss`).
+Same flags as google-research/bert (TPU flags: see `bert_tf.flags_util.define_tpu_flags`;
+`--use_tpu` or `--distribution_strategy` pick the strategy), plus `--preset`/`--vocab_size` (a
+paper-size config instead of `--bert_config_file`), `--optimizer=adamw|lamb`,
+`--use_mixed_precision`, `--use_xla`, `--gradient_accumulation_steps`, `--seed` and
+`--dynamic_masking` (re-mask every read, RoBERTa style; needs `--vocab_file`; evaluation keeps
+the stored masks). Records come from `bert_tf.create_pretraining_data` or the original tool.
+Outputs in `--output_dir`: training checkpoints `ckpt-<step>` (rerunning the same command resumes
+from the latest), `training_log.json`, `training_curve.png`, TensorBoard events,
+`bert_config.json` and `eval_results.txt` (`key = value` lines: `global_step`, `loss`,
+`masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy`, `next_sentence_loss`).
 
 Example:
 
@@ -32,11 +32,17 @@ from absl import app, flags, logging
 from bert_tf import checkpoints, pretraining, training
 from bert_tf.configs import PRESETS, BertConfig
 from bert_tf.encoder import build_encoder
-from bert_tf.flags_util import TRAINING_LOOP_FLAGS, check_positive
+from bert_tf.flags_util import (
+    TRAINING_LOOP_FLAGS,
+    check_positive,
+    define_tpu_flags,
+    strategy_from_flags,
+)
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
 from bert_tf.optimization import create_optimizer
 from bert_tf.pretraining_data import check_pretraining_file, expand_file_patterns
+from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import load_vocab
 
 FLAGS = flags.FLAGS
@@ -72,9 +78,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("integer", "eval_batch_size", 8, "Examples per evaluation batch.")
     define("float", "learning_rate", 5e-5, "Peak learning rate.")
     define("integer", "num_train_steps", 100000, "Number of training steps.")
-    define("integer", "num_warmup_steps", 10000, "Number of linear warmup steps.")
+    define(
+        "integer",
+        "num_warmup_steps",
+        10000,
+        "Number of linear warmup steps; more than --num_train_steps warns and trains.",
+    )
     define("integer", "save_checkpoints_steps", 1000, "Steps between checkpoints.")
-    define("integer", "iterations_per_loop", 1000, "Steps per compiled training loop.")
     define("integer", "log_steps", 100, "Steps between log lines / summaries.")
     define("integer", "keep_checkpoint_max", 5, "Training checkpoints kept.")
     define("integer", "max_eval_steps", 100, "Maximum number of eval batches.")
@@ -88,14 +98,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         enum_values=["float16", "bfloat16"],
     )
     define("bool", "use_xla", False, "XLA-compile the training and eval steps.")
-    define(
-        "enum",
-        "distribution_strategy",
-        "one_device",
-        "tf.distribute strategy.",
-        enum_values=list(training.STRATEGIES),
-    )
-    define("string", "tpu", None, "TPU name or grpc:// address (tpu strategy).")
+    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
+    define_tpu_flags(flag_values)
     define("integer", "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.")
     define("integer", "seed", None, "Seed for initialisation, shuffling, masking and dropout.")
     define("bool", "dynamic_masking", False, "Re-mask the training records on every read.")
@@ -148,10 +152,16 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
             *TRAINING_LOOP_FLAGS,
         ],
     )
-    if not 0 <= args.num_warmup_steps <= args.num_train_steps:
-        raise ValueError(
-            f"--num_warmup_steps: expected 0..{args.num_train_steps} (--num_train_steps), "
-            f"got {args.num_warmup_steps}"
+    if args.num_warmup_steps < 0:
+        raise ValueError(f"--num_warmup_steps: expected >= 0, got {args.num_warmup_steps}")
+    if args.do_train and args.num_warmup_steps > args.num_train_steps:
+        # Smoke runs keep the default 10000; google-research trains on, as the schedule does.
+        logging.warning(
+            "--num_warmup_steps=%d exceeds --num_train_steps=%d: warmup never ends, the "
+            "learning rate only rises, to %.3g of --learning_rate",
+            args.num_warmup_steps,
+            args.num_train_steps,
+            args.num_train_steps / args.num_warmup_steps,
         )
     if args.dynamic_masking and not args.vocab_file:
         raise ValueError("--dynamic_masking needs --vocab_file")
@@ -193,6 +203,8 @@ def run(args: flags.FlagValues = FLAGS) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     config = _config(args)
     input_files = _check_flags(args, config)
+    # Before anything is written: TF would read a half-copied shard as a shorter, valid one.
+    check_tfrecord_files(input_files)
     try:
         _run(args, config, input_files)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
@@ -201,7 +213,7 @@ def run(args: flags.FlagValues = FLAGS) -> None:
 
 def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> None:
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
-    strategy = training.get_strategy(args.distribution_strategy, args.tpu)
+    strategy = strategy_from_flags(args)
     masker = _masker(args, config) if args.dynamic_masking else None
     if args.seed is not None:
         training.set_seed(args.seed)

@@ -24,6 +24,8 @@ import sys
 
 from absl import app, flags, logging
 
+from bert_tf.flags_util import define_tpu_flags
+
 FLAGS = flags.FLAGS
 
 
@@ -134,15 +136,15 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_bool(
         "use_xla", False, "XLA-compile the training step and prediction.", flag_values=flag_values
     )
-    flags.DEFINE_enum(
-        "distribution_strategy",
-        "one_device",
-        ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-        "tf.distribute strategy for training.",
+    # --use_tpu --tpu_name ... --distribution_strategy, --iterations_per_loop (alias
+    # --steps_per_loop, its old name here, whose default of 100 it keeps).
+    define_tpu_flags(flag_values, iterations_per_loop=100)
+    flags.DEFINE_bool(
+        "verbose_logging",
+        False,
+        "Log (INFO) each predicted answer that cannot be mapped back onto the context's "
+        "original text, as google-research does.",
         flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "steps_per_loop", 100, "Training steps per tf.function call.", flag_values=flag_values
     )
     flags.DEFINE_integer(
         "seed",
@@ -177,7 +179,7 @@ def _check_flags() -> None:
         "n_best_size",
         "max_answer_length",
         "save_checkpoints_steps",
-        "steps_per_loop",
+        "iterations_per_loop",
         "learning_rate",
     ):
         if not FLAGS[name].value > 0:
@@ -242,9 +244,9 @@ def train(model, tokenizer, strategy) -> None:
         squad.loss_fn,
         FLAGS.output_dir,
         strategy,
-        steps_per_loop=FLAGS.steps_per_loop,
+        steps_per_loop=FLAGS.iterations_per_loop,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        log_every_steps=min(FLAGS.steps_per_loop, FLAGS.save_checkpoints_steps),
+        log_every_steps=min(FLAGS.iterations_per_loop, FLAGS.save_checkpoints_steps),
         jit_compile=FLAGS.use_xla,
     )
     dataset = squad.features_to_dataset(
@@ -271,6 +273,7 @@ def predict(model, tokenizer) -> None:
         max_answer_length=FLAGS.max_answer_length,
         version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        verbose_logging=FLAGS.verbose_logging,
     )
     output_dir = FLAGS.output_dir
     squad.write_json_atomic(predictions, os.path.join(output_dir, "predictions.json"))
@@ -300,14 +303,14 @@ def main(argv: list[str]) -> None:
     _check_flags()
     from bert_tf.checkpoints import load_pretrained
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config
+    from bert_tf.flags_util import checkpoint_file, resolve_config, strategy_from_flags
     from bert_tf.models import BertSpanLabeler
     from bert_tf.tokenization import BertTokenizer
-    from bert_tf.training import get_strategy, restore_latest, set_precision, set_seed
+    from bert_tf.training import restore_latest, set_precision, set_seed
 
     try:
         # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
-        strategy = get_strategy(FLAGS.distribution_strategy)
+        strategy = strategy_from_flags(FLAGS)
         config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
         if FLAGS.max_seq_length > config.max_position_embeddings:
             raise ValueError(

@@ -473,7 +473,12 @@ def _strip_spaces(text: str) -> tuple[str, dict[int, int]]:
     return "".join(kept), index_map
 
 
-def get_final_text(pred_text: str, orig_text: str, orig_basic_tokens: Sequence[str]) -> str:
+def get_final_text(
+    pred_text: str,
+    orig_text: str,
+    orig_basic_tokens: Sequence[str],
+    verbose_logging: bool = False,
+) -> str:
     """Projects a normalized WordPiece answer back onto the original words' text.
 
     `pred_text` ("john smith") was rebuilt from WordPiece tokens, so it is lowercased, accent-
@@ -481,20 +486,28 @@ def get_final_text(pred_text: str, orig_text: str, orig_basic_tokens: Sequence[s
     from and `orig_basic_tokens` their `basic_tokenize` output. The prediction is located in
     the normalized words and its character span mapped back through the space-free alignment;
     when the alignment fails (normalization changed the length) the whole `orig_text` is
-    returned, as google-research does.
+    returned, as google-research does, which logs why with `verbose_logging`.
     """
     tok_text = " ".join(orig_basic_tokens)
     start = tok_text.find(pred_text)
     if start == -1:
+        if verbose_logging:
+            logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
         return orig_text
     end = start + len(pred_text) - 1
     orig_stripped, orig_map = _strip_spaces(orig_text)
     tok_stripped, tok_map = _strip_spaces(tok_text)
     if len(orig_stripped) != len(tok_stripped):
+        if verbose_logging:
+            logging.info(
+                "Length not equal after stripping spaces: '%s' vs '%s'", orig_stripped, tok_stripped
+            )
         return orig_text
     # tok_text position -> space-free position -> orig_text position.
     tok_to_stripped = {v: k for k, v in tok_map.items()}
     if start not in tok_to_stripped or end not in tok_to_stripped:
+        if verbose_logging:
+            logging.info("Couldn't map the span of '%s' onto '%s'", pred_text, orig_text)
         return orig_text
     return orig_text[orig_map[tok_to_stripped[start]] : orig_map[tok_to_stripped[end]] + 1]
 
@@ -558,6 +571,7 @@ def compute_predictions(
     max_answer_length: int = 30,
     version_2_with_negative: bool = False,
     null_score_diff_threshold: float = 0.0,
+    verbose_logging: bool = False,
 ) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
     """Best answer text per question from the logits of every feature (google-research's
     `write_predictions`).
@@ -566,6 +580,7 @@ def compute_predictions(
     (predictions {id: text}, n-best {id: [{text, probability, start_logit, end_logit}]},
     null odds {id: null score - best span score}, empty for v1.1). With
     `version_2_with_negative`, the answer is "" when the null odds exceed the threshold.
+    `verbose_logging` logs (INFO) the answers `get_final_text` cannot map back.
     """
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     if len(start_logits) != len(features) or len(end_logits) != len(features):
@@ -606,7 +621,7 @@ def compute_predictions(
                 pieces = " ".join(feature.tokens[c.start_index : c.end_index + 1])
                 pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
                 orig_basic = [t for w in orig_words for t in basic[w]]
-                text = get_final_text(pred_text, " ".join(orig_words), orig_basic)
+                text = get_final_text(pred_text, " ".join(orig_words), orig_basic, verbose_logging)
             else:
                 text = ""
             if text in seen:

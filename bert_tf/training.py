@@ -74,8 +74,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.flags_util import STRATEGIES  # defined there: the flags need no TensorFlow import
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 LOG_FILE = "training_log.json"
 CURVE_FILE = "training_curve.png"
@@ -83,11 +83,19 @@ CURVE_FILE = "training_curve.png"
 LossFn = Callable[[keras.Model, Any], "tuple[tf.Tensor, dict[str, tf.Tensor]]"]
 
 
-def get_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
+def get_strategy(
+    name: str,
+    tpu: str | None = None,
+    *,
+    zone: str | None = None,
+    project: str | None = None,
+) -> tf.distribute.Strategy:
     """The `tf.distribute` strategy for a `--distribution_strategy` value (see `STRATEGIES`).
 
     `one_device` uses the first GPU if any, else the CPU; `tpu` resolves `tpu` (a name or
-    grpc:// address; "" or None = the local TPU) and initialises the TPU system.
+    grpc:// address; "" or None = the local TPU; a Cloud TPU name in GCE `zone` of GCP
+    `project`, both detected from the GCE metadata if None) and initialises the TPU system.
+    Scripts go through `bert_tf.flags_util.strategy_from_flags`.
     """
     if name == "one_device":
         device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
@@ -102,7 +110,9 @@ def get_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
                 f"multi_worker_mirrored: create the strategy before any TensorFlow op ({e})"
             ) from None
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu or "", zone=zone, project=project
+        )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)

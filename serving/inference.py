@@ -33,6 +33,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from bert_tf.tfrecords import check_tfrecord_file
 from serving.batching import BatchScheduler
 from serving.metrics import Metrics
 from serving.model_manager import ModelManager
@@ -373,6 +374,10 @@ class InferenceService:
         path = os.path.join(servable.path, WARMUP_FILE)
         if not tf.io.gfile.exists(path):
             return 0
+        # TF Serving fails the load on a corrupt warmup record (DataLossError), but like
+        # TFRecordDataset reads a file cut inside a record header as a shorter one: fail that
+        # load too (ValueError naming the file) rather than warm up on part of the requests.
+        check_tfrecord_file(path)
         count = 0
         for record in tf.data.TFRecordDataset(path).take(_MAX_WARMUP_RECORDS):
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())

@@ -6,6 +6,9 @@ import sys
 
 import pytest
 
+from bert_tf import extract_features
+from bert_tf.extract_features import read_examples
+
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -64,3 +67,42 @@ def test_extract_features_flag_errors_are_clear(tmp_path, minilm_dir):
     assert "--layers: [7] out of range for a 6-layer model" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_sentence_pairs_split_like_google(tmp_path):
+    # google-research reads a pair only when the stripped line matches `^(.*) \|\|\| (.*)$`:
+    # spaces around the separator, the last separator wins, the halves are not stripped again.
+    lines = {
+        "a|||b": ("a|||b", None),
+        "x ||| y ||| z": ("x ||| y", "z"),
+        "  a ||| b  ": ("a", "b"),
+        "q |||  r": ("q", " r"),
+        " ||| ": ("|||", None),
+        "a ||| ": ("a |||", None),
+        "plain text": ("plain text", None),
+        "": ("", None),
+        "line\u2028sep ||| b": ("line\u2028sep", "b"),  # only "\n" ends a line
+    }
+    path = tmp_path / "input.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert read_examples(str(path)) == list(lines.values())
+    path.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(ValueError, match=r"input\.txt:2: not UTF-8"):
+        read_examples(str(path))
+
+
+def test_hf_config_json_as_bert_config_file(tmp_path, minilm_dir, run_main):
+    # Regression: every script rejected an HF config.json given as --bert_config_file.
+    (tmp_path / "input.txt").write_text("hello world\n")
+    output_file = tmp_path / "features.jsonl"
+    run_main(
+        extract_features,
+        f"--input_file={tmp_path / 'input.txt'}",
+        f"--output_file={output_file}",
+        f"--init_checkpoint={minilm_dir}",
+        f"--bert_config_file={minilm_dir / 'config.json'}",
+        "--layers=-1",
+        "--max_seq_length=8",
+    )
+    (record,) = [json.loads(line) for line in output_file.read_text().splitlines()]
+    assert [f["token"] for f in record["features"]] == ["[CLS]", "hello", "world", "[SEP]"]

@@ -24,8 +24,9 @@ def test_schedule_config_round_trip_and_validation():
     schedule = WarmupLinearDecay(3e-5, num_train_steps=50, num_warmup_steps=5)
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
     assert clone.get_config() == schedule.get_config()
+    # Negative only: warmup past num_train_steps is google-research's (tests/test_google_flags.py).
     with pytest.raises(ValueError, match="num_warmup_steps"):
-        WarmupLinearDecay(1e-4, num_train_steps=10, num_warmup_steps=11)
+        WarmupLinearDecay(1e-4, num_train_steps=10, num_warmup_steps=-1)
     with pytest.raises(ValueError, match="num_train_steps"):
         WarmupLinearDecay(1e-4, num_train_steps=0)
     with pytest.raises(ValueError, match="optimizer_type"):

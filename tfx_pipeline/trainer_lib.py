@@ -17,6 +17,7 @@ from absl import logging
 from bert_tf import checkpoints, training
 from bert_tf.configs import BertConfig
 from bert_tf.optimization import create_optimizer
+from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import BertPreprocessor, load_vocab
 
 # Trainer custom_config keys and defaults (run.py flags of the same names set them).
@@ -76,11 +77,15 @@ def transformed_dataset(
 
     For training: shuffled (reproducibly), repeated, full batches only (the training loop needs
     a static batch size). Built from TFRecordDataset rather than TFX's DataAccessor so the
-    iterator is checkpointable, which the training loop relies on to resume.
+    iterator is checkpointable, which the training loop relies on to resume. Raises ValueError
+    naming the file and byte offset if a file is truncated or its framing corrupt.
     """
     files = sorted(f for pattern in file_patterns for f in tf.io.gfile.glob(pattern))
     if not files:
         raise FileNotFoundError(f"no transformed examples match {file_patterns}")
+    # TFRecordDataset reads a file cut short (inside a record header, or in the gzip trailer)
+    # as a shorter, valid one: ValueError naming the file instead.
+    check_tfrecord_files(files, "GZIP")
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if training_data:
         dataset = dataset.shuffle(10_000, seed=seed).repeat()

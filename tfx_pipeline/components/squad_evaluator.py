@@ -38,6 +38,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from bert_tf import squad
+from bert_tf.tfrecords import check_tfrecord_files
 from tfx_pipeline.components import blessing
 
 _QUESTION_SPEC = {
@@ -68,6 +69,8 @@ def read_questions(split_uri: str) -> list[dict]:
     files = sorted(tf.io.gfile.glob(os.path.join(split_uri, "*")))
     if not files:
         raise FileNotFoundError(f"SquadEvaluator: no examples in {split_uri}")
+    # A truncated file would otherwise score the model on part of the questions.
+    check_tfrecord_files(files, "GZIP")
     questions = []
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256):
         parsed = tf.io.parse_example(records, _QUESTION_SPEC)

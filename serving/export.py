@@ -4,7 +4,8 @@ Each export is one version folder under a model's base path, written to a tempor
 beside it and renamed, so a model server polling `export_dir` never sees a half-written version:
 
     <export_dir>/<version>/saved_model.pb, variables/, assets/vocab.txt (for users; the
-    tokenizer has the vocab baked into the graph), assets.extra/tf_serving_warmup_requests
+    tokenizer has the vocab baked into the graph), assets.extra/tf_serving_warmup_requests,
+    and for SQuAD assets/squad_options.json (its decoding options, also baked into the graph)
 
 Signatures (all inputs are string tensors [batch] unless noted):
 
@@ -17,6 +18,7 @@ Signatures (all inputs are string tensors [batch] unless noted):
 | (regression=True)   | `serving_default` | `text_a`, `text_b`       | `outputs` [batch]             |
 |                     | `regress`         | `inputs`                 | `outputs` [batch]             |
 | `export_squad`      | `serving_default` | `question`, `context`    | `answer_text`, `start_char`, `end_char`, `score` |
+| (v2.0)              | `serving_default` | `question`, `context`    | the same ("" = no answer) and `null_score_diff` |
 
 Loading an export needs `import tensorflow_text` first (its ops); nothing else from this repo.
 
@@ -29,10 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 
 import keras
@@ -42,13 +45,14 @@ import tensorflow_text as tf_text
 from absl import app, flags, logging
 from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
 from bert_tf.tokenization import SPECIAL_TOKENS, BertPreprocessor
 from serving.signatures import set_method_names
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
+SQUAD_OPTIONS_ASSET = os.path.join("assets", "squad_options.json")
 MASK_TOKEN = SPECIAL_TOKENS[4]
 
 _STRINGS = tf.TensorSpec([None], tf.string)
@@ -103,8 +107,12 @@ def _write_version(
     vocabulary: Sequence[str],
     warmup: list[dict],
     method_names: dict[str, str] | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> str:
-    """Writes `archive` as `<export_dir>/<version>` (atomically); returns that path."""
+    """Writes `archive` as `<export_dir>/<version>` (atomically); returns that path.
+
+    `extra_files`: {path relative to the version folder: text} written beside the model.
+    """
     export_dir = os.path.abspath(os.fspath(export_dir))
     version = next_version(export_dir) if version is None else version
     if version < 0:
@@ -114,7 +122,9 @@ def _write_version(
         raise ValueError(f"{target} already exists: choose another version")
     os.makedirs(export_dir, exist_ok=True)
     # A non-numeric name beside the versions: TF Serving's poller ignores it until the rename.
-    tmp = tempfile.mkdtemp(dir=export_dir, prefix=f".tmp-export-{version}-")
+    # Default permissions (mkdtemp's are 0700): a model server running as another user, e.g. a
+    # TF Serving container with runAsNonRoot, must read the renamed version folder.
+    tmp = fileio.make_temp_dir(export_dir, prefix=f".tmp-export-{version}-")
     try:
         archive.write_out(tmp, verbose=False)
         if method_names:
@@ -122,6 +132,9 @@ def _write_version(
         os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
         with open(os.path.join(tmp, VOCAB_ASSET), "w", encoding="utf-8") as f:
             f.write("".join(token + "\n" for token in vocabulary))
+        for name, text in (extra_files or {}).items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                f.write(text)
         os.makedirs(os.path.join(tmp, "assets.extra"))
         with tf.io.TFRecordWriter(os.path.join(tmp, WARMUP_FILE)) as writer:
             for inputs in warmup:
@@ -325,6 +338,8 @@ def squad_answers(
     doc_stride: int = 128,
     max_query_length: int = 64,
     max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
 ) -> dict[str, tf.Tensor]:
     """Best answer span per (question, context), over doc-stride windows of the context.
 
@@ -338,6 +353,12 @@ def squad_answers(
 
     Returns `answer_text` (string), `start_char`, `end_char` (int32, Unicode characters into
     `context`, end exclusive) and `score` (float32; -inf and "" when the context has no token).
+
+    With `version_2_with_negative` (SQuAD v2.0), google-research's null rule: the null score is
+    the lowest [CLS] start + end logit over the windows, `null_score_diff` (float32, also
+    returned) is it minus the best span's `score` (the null score alone when no span is
+    valid), and the answer is "" (start/end 0; `score` stays the best span's) when it exceeds
+    `null_score_diff_threshold`, as in `run_squad`'s predictions.json.
     """
     tokenizer, packer = preprocessor.tokenizer, preprocessor.packer
     seq_length = preprocessor.seq_length
@@ -410,6 +431,23 @@ def squad_answers(
     score = tf.gather(window_score, best_window)
     found = score > -np.inf
     span = tf.gather(window_best, best_window)
+    extra = {}
+    if version_2_with_negative:
+        # In float64 like run_squad's Python sums, so both compare the same numbers to the
+        # threshold (a float32 difference could flip answers lying right at it).
+        starts, ends = tf.cast(start_logits, tf.float64), tf.cast(end_logits, tf.float64)
+        null_score = tf.reduce_min(
+            tf.RaggedTensor.from_row_lengths(starts[:, 0] + ends[:, 0], num_windows), axis=1
+        )
+        start_at = tf.stack([best_window, span // seq_length], axis=1)
+        end_at = tf.stack([best_window, span % seq_length], axis=1)
+        best_span = tf.gather_nd(starts, start_at) + tf.gather_nd(ends, end_at)
+        null_score_diff = tf.where(found, null_score - best_span, null_score)
+        threshold = tf.constant(
+            null_score_diff_threshold, tf.float64, name="null_score_diff_threshold"
+        )
+        found &= null_score_diff <= threshold
+        extra["null_score_diff"] = tf.cast(null_score_diff, tf.float32)
     start_token = span // seq_length - tf.gather(first, best_window)
     end_token = span % seq_length - tf.gather(first, best_window)
     to_flat = tf.gather(window_start, best_window) + context_starts
@@ -430,6 +468,7 @@ def squad_answers(
         "start_char": start_char,
         "end_char": start_char + tf.strings.length(answer, unit="UTF8_CHAR"),
         "score": score,
+        **extra,
     }
 
 
@@ -441,10 +480,15 @@ def export_squad(
     doc_stride: int = 128,
     max_query_length: int = 64,
     max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
 ) -> str:
     """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) -> `squad_answers`.
 
-    `preprocessor.seq_length` is the window length (google-research `max_seq_length`).
+    `preprocessor.seq_length` is the window length (google-research `max_seq_length`). A SQuAD
+    v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than
+    `null_score_diff_threshold` (a constant in the graph) and also returns `null_score_diff`.
+    The decoding options are written to `assets/squad_options.json` for users to read.
     """
     if not 1 <= max_query_length <= preprocessor.seq_length - 4:
         raise ValueError(
@@ -455,6 +499,26 @@ def export_squad(
     for name, value in (("doc_stride", doc_stride), ("max_answer_length", max_answer_length)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+    null_score_diff_threshold = float(null_score_diff_threshold)
+    if not math.isfinite(null_score_diff_threshold):
+        raise ValueError(
+            f"null_score_diff_threshold must be a finite number, got {null_score_diff_threshold}"
+        )
+    if null_score_diff_threshold and not version_2_with_negative:
+        # A v1.1 model never answers "": a threshold there is a forgotten v2.0 flag.
+        raise ValueError(
+            f"null_score_diff_threshold={null_score_diff_threshold} needs "
+            "version_2_with_negative (SQuAD v2.0)"
+        )
+    options = {
+        "max_seq_length": preprocessor.seq_length,
+        "do_lower_case": preprocessor.tokenizer.lower_case,
+        "doc_stride": doc_stride,
+        "max_query_length": max_query_length,
+        "max_answer_length": max_answer_length,
+        "version_2_with_negative": bool(version_2_with_negative),
+        "null_score_diff_threshold": null_score_diff_threshold,
+    }
 
     def serve(question, context):
         return squad_answers(
@@ -465,6 +529,8 @@ def export_squad(
             doc_stride,
             max_query_length,
             max_answer_length,
+            bool(version_2_with_negative),
+            null_score_diff_threshold,
         )
 
     spec = [
@@ -473,7 +539,14 @@ def export_squad(
     ]
     archive = _archive([span_model, preprocessor], {"serving_default": (serve, spec)})
     warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in _SQUAD_WARMUP]
-    return _write_version(archive, export_dir, version, preprocessor.tokenizer.vocabulary, warmup)
+    return _write_version(
+        archive,
+        export_dir,
+        version,
+        preprocessor.tokenizer.vocabulary,
+        warmup,
+        extra_files={SQUAD_OPTIONS_ASSET: json.dumps(options, indent=2) + "\n"},
+    )
 
 
 # --- Command line ---------------------------------------------------------------------------------
@@ -543,6 +616,18 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
     )
+    flags.DEFINE_bool(
+        "version_2_with_negative",
+        False,
+        "SQuAD v2.0: questions may be unanswerable.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "null_score_diff_threshold",
+        0.0,
+        "SQuAD v2.0: answer '' when null odds exceed it.",
+        flag_values=flag_values,
+    )
 
 
 def _num_classes(num_labels: int | None, label_names: list[str] | None, regression: bool) -> int:
@@ -577,6 +662,8 @@ def build_and_export(
     doc_stride: int = 128,
     max_query_length: int = 64,
     max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
 ) -> str:
     """Builds the `task` model, loads `init_checkpoint` and exports it (the script's work).
 
@@ -628,6 +715,8 @@ def build_and_export(
         doc_stride=doc_stride,
         max_query_length=max_query_length,
         max_answer_length=max_answer_length,
+        version_2_with_negative=version_2_with_negative,
+        null_score_diff_threshold=null_score_diff_threshold,
     )
 
 
@@ -656,6 +745,8 @@ def main(argv: list[str]) -> None:
             doc_stride=FLAGS.doc_stride,
             max_query_length=FLAGS.max_query_length,
             max_answer_length=FLAGS.max_answer_length,
+            version_2_with_negative=FLAGS.version_2_with_negative,
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         )
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")

@@ -17,12 +17,13 @@ Example:
 
 google-research/bert's TPU flags (`--use_tpu --tpu_name --tpu_zone --gcp_project --master
 --num_tpu_cores --iterations_per_loop`) are defined once, by `define_tpu_flags`, for every
-script, with `--distribution_strategy` beside them; `strategy_from_flags` turns them into the
-`tf.distribute` strategy. Old spellings stay as aliases: `--tpu` (`--tpu_name`) and
-`--steps_per_loop` (`--iterations_per_loop`).
+script, with `--distribution_strategy` beside them; `bert_tf.training.strategy_from_flags`
+turns them into the `tf.distribute` strategy (there, because that needs TensorFlow). Old
+spellings stay as aliases: `--tpu` (`--tpu_name`) and `--steps_per_loop`
+(`--iterations_per_loop`).
 
     define_tpu_flags(flag_values)                   # in a script's define_flags
-    strategy = strategy_from_flags(FLAGS)           # --use_tpu: TPUStrategy on --tpu_name
+    strategy = training.strategy_from_flags(FLAGS)  # --use_tpu: TPUStrategy on --tpu_name
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf.configs import BertConfig
 
@@ -95,7 +96,7 @@ def check_positive(args: flags.FlagValues, names: Iterable[str]) -> None:
 # that defining the flags needs no TensorFlow import.
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 # Flags that only mean something on a TPU; given without it they are ignored, as google's are.
-_TPU_ONLY_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master")
+TPU_ONLY_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master")
 
 
 def define_tpu_flags(
@@ -183,32 +184,3 @@ def strategy_name(args: flags.FlagValues) -> str:
             "--use_tpu=false conflicts with --distribution_strategy=tpu: give one of them"
         )
     return name
-
-
-def strategy_from_flags(args: flags.FlagValues):
-    """The `tf.distribute.Strategy` of the flags `define_tpu_flags` defines (see `strategy_name`).
-
-    On a TPU: `TPUClusterResolver(tpu=--tpu_name or --master, zone=--tpu_zone,
-    project=--gcp_project)`. Call it before any TensorFlow op (multi_worker_mirrored
-    configures collective ops at startup).
-    """
-    from bert_tf import training  # TensorFlow: only when a strategy is made, not for --help
-
-    name = strategy_name(args)
-    if name != "tpu":
-        given = [f"--{n}" for n in _TPU_ONLY_FLAGS if args[n].value]
-        if given:
-            logging.warning("%s ignored: not running on a TPU (see --use_tpu)", ", ".join(given))
-        return training.get_strategy(name)
-    strategy = training.get_strategy(
-        "tpu", args.tpu_name or args.master, zone=args.tpu_zone, project=args.gcp_project
-    )
-    cores = strategy.num_replicas_in_sync
-    if args["num_tpu_cores"].present and cores != args.num_tpu_cores:
-        logging.warning(
-            "--num_tpu_cores=%d but the TPU has %d cores: training uses all %d",
-            args.num_tpu_cores,
-            cores,
-            cores,
-        )
-    return strategy

@@ -39,7 +39,6 @@ from bert_tf.flags_util import (
     checkpoint_file,
     define_tpu_flags,
     resolve_config,
-    strategy_from_flags,
 )
 from bert_tf.models import BertClassifier
 from bert_tf.optimization import create_optimizer
@@ -253,7 +252,7 @@ def run(args: flags.FlagValues) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
     _check_flags(args)
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
-    strategy = strategy_from_flags(args)
+    strategy = training.strategy_from_flags(args)
     processor = glue.get_processor(args.task_name)
     config = resolve_config(args.init_checkpoint, args.bert_config_file)
     if not 3 <= args.max_seq_length <= config.max_position_embeddings:

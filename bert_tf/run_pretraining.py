@@ -36,7 +36,6 @@ from bert_tf.flags_util import (
     TRAINING_LOOP_FLAGS,
     check_positive,
     define_tpu_flags,
-    strategy_from_flags,
 )
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
@@ -213,7 +212,7 @@ def run(args: flags.FlagValues = FLAGS) -> None:
 
 def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> None:
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
-    strategy = strategy_from_flags(args)
+    strategy = training.strategy_from_flags(args)
     masker = _masker(args, config) if args.dynamic_masking else None
     if args.seed is not None:
         training.set_seed(args.seed)

@@ -303,10 +303,10 @@ def main(argv: list[str]) -> None:
     _check_flags()
     from bert_tf.checkpoints import load_pretrained
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config, strategy_from_flags
+    from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.models import BertSpanLabeler
     from bert_tf.tokenization import BertTokenizer
-    from bert_tf.training import restore_latest, set_precision, set_seed
+    from bert_tf.training import restore_latest, set_precision, set_seed, strategy_from_flags
 
     try:
         # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.

@@ -74,7 +74,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.flags_util import STRATEGIES  # defined there: the flags need no TensorFlow import
+
+# Defined in flags_util: defining the flags needs no TensorFlow import.
+from bert_tf.flags_util import STRATEGIES, TPU_ONLY_FLAGS, strategy_name
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 LOG_FILE = "training_log.json"
@@ -95,7 +97,7 @@ def get_strategy(
     `one_device` uses the first GPU if any, else the CPU; `tpu` resolves `tpu` (a name or
     grpc:// address; "" or None = the local TPU; a Cloud TPU name in GCE `zone` of GCP
     `project`, both detected from the GCE metadata if None) and initialises the TPU system.
-    Scripts go through `bert_tf.flags_util.strategy_from_flags`.
+    Scripts go through `strategy_from_flags`.
     """
     if name == "one_device":
         device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
@@ -117,6 +119,33 @@ def get_strategy(
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ValueError(f"--distribution_strategy: expected one of {STRATEGIES}, got {name!r}")
+
+
+def strategy_from_flags(args) -> tf.distribute.Strategy:
+    """The `tf.distribute.Strategy` of `flags_util.define_tpu_flags`' flags (`strategy_name`).
+
+    On a TPU: `TPUClusterResolver(tpu=--tpu_name or --master, zone=--tpu_zone,
+    project=--gcp_project)`. Call it before any TensorFlow op (multi_worker_mirrored
+    configures collective ops at startup).
+    """
+    name = strategy_name(args)
+    if name != "tpu":
+        given = [f"--{n}" for n in TPU_ONLY_FLAGS if args[n].value]
+        if given:
+            logging.warning("%s ignored: not running on a TPU (see --use_tpu)", ", ".join(given))
+        return get_strategy(name)
+    strategy = get_strategy(
+        "tpu", args.tpu_name or args.master, zone=args.tpu_zone, project=args.gcp_project
+    )
+    cores = strategy.num_replicas_in_sync
+    if args["num_tpu_cores"].present and cores != args.num_tpu_cores:
+        logging.warning(
+            "--num_tpu_cores=%d but the TPU has %d cores: training uses all %d",
+            args.num_tpu_cores,
+            cores,
+            cores,
+        )
+    return strategy
 
 
 def set_precision(policy: str) -> None:

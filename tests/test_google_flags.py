@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from absl import flags
 
-from bert_tf import flags_util
+from bert_tf import flags_util, training
 
 TESTDATA = Path(__file__).parent / "testdata"
 
@@ -129,15 +129,15 @@ def test_use_tpu_resolves_the_tpu_from_googles_flags(script, monkeypatch):
     args = _parse(
         script, "--use_tpu=True", "--tpu_name=my-tpu", "--tpu_zone=us-central1-b", "--gcp_project=p"
     )
-    assert isinstance(flags_util.strategy_from_flags(args), tpu.strategy_class)
+    assert isinstance(training.strategy_from_flags(args), tpu.strategy_class)
     assert tpu.resolver_args == {"tpu": "my-tpu", "zone": "us-central1-b", "project": "p"}
     # google's non-Cloud TPU: --master is the address when there is no --tpu_name.
     args = _parse(script, "--use_tpu", "--master=grpc://10.0.0.2:8470")
-    flags_util.strategy_from_flags(args)
+    training.strategy_from_flags(args)
     assert tpu.resolver_args["tpu"] == "grpc://10.0.0.2:8470"
     # --distribution_strategy=tpu is the same choice; --nouse_tpu changes nothing else.
     args = _parse(script, "--distribution_strategy=tpu", "--tpu=other")
-    flags_util.strategy_from_flags(args)
+    training.strategy_from_flags(args)
     assert tpu.resolver_args["tpu"] == "other"
     assert flags_util.strategy_name(_parse(script, "--nouse_tpu")) == "one_device"
 
@@ -157,9 +157,9 @@ def test_use_tpu_against_another_strategy_is_an_error(argv, message):
 def test_num_tpu_cores_that_disagree_warn(monkeypatch, caplog):
     caplog.set_level(logging.WARNING, logger="absl")
     _FakeTpu(monkeypatch, num_cores=32)
-    flags_util.strategy_from_flags(_parse("run_pretraining", "--use_tpu"))
+    training.strategy_from_flags(_parse("run_pretraining", "--use_tpu"))
     assert "num_tpu_cores" not in caplog.text  # google's default 8, not given: no warning
-    flags_util.strategy_from_flags(_parse("run_pretraining", "--use_tpu", "--num_tpu_cores=8"))
+    training.strategy_from_flags(_parse("run_pretraining", "--use_tpu", "--num_tpu_cores=8"))
     assert "--num_tpu_cores=8 but the TPU has 32 cores" in caplog.text
 
 

@@ -183,8 +183,14 @@ class BertTokenizer(_StringLayer):
             max_bytes_per_word=_MAX_BYTES_PER_WORD,
         )
         self._tokens = tf.constant(self.vocabulary)
-        # A "##" piece continues the word before it; any other piece starts a word.
+        # Per token id: does it continue a word ("##" piece), and how many characters of the
+        # word it covers. The pieces of a word spell it exactly, so a word's length in
+        # characters is the sum over its pieces: no string op needed. ([UNK] is always a whole
+        # word, so its length does not matter.)
         self._is_suffix = tf.constant([t.startswith("##") for t in self.vocabulary])
+        self._piece_chars = tf.constant(
+            [len(t) - 2 if t.startswith("##") else len(t) for t in self.vocabulary], tf.int32
+        )
 
     @property
     def vocabulary_size(self) -> int:
@@ -193,7 +199,13 @@ class BertTokenizer(_StringLayer):
     def call(self, inputs) -> tf.RaggedTensor:
         text = tf.convert_to_tensor(inputs, dtype=tf.string)
         normalized = normalize_text(tf.reshape(text, [-1]), self.lower_case)
-        ids = self._unk_long_words(normalized, *self._wordpiece.tokenize_with_offsets(normalized))
+        ids = self._wordpiece.tokenize(normalized)
+        # No word can be over the limit in a text of at most that many bytes (most queries).
+        ids = tf.cond(
+            tf.reduce_any(tf.strings.length(normalized) > MAX_CHARS_PER_WORD),
+            lambda: self._unk_long_words(ids),
+            lambda: ids,
+        )
         if text.shape.rank == 1:
             return ids
         if text.shape.rank == 0:
@@ -202,37 +214,25 @@ class BertTokenizer(_StringLayer):
             ids = tf.RaggedTensor.from_uniform_row_length(ids, size)
         return ids
 
-    def _unk_long_words(self, text, ids, starts, ends) -> tf.RaggedTensor:
-        """Replaces the pieces of each word over `MAX_CHARS_PER_WORD` characters by one [UNK].
-
-        Only words over that many *bytes* are measured in characters (a substring per such
-        word), so ordinary text costs a few integer ops.
-        """
-        flat_ids, rows = ids.flat_values, ids.value_rowids()
+    def _unk_long_words(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+        """Replaces the pieces of each word over `MAX_CHARS_PER_WORD` characters by one [UNK]."""
+        flat_ids = ids.flat_values
         word_start = ~tf.gather(self._is_suffix, flat_ids)
         word = tf.cumsum(tf.cast(word_start, tf.int32)) - 1
-        num_words = tf.reduce_sum(tf.cast(word_start, tf.int32))
-        flat_starts, flat_ends = tf.cast(starts.flat_values, tf.int32), ends.flat_values
-        first = tf.math.unsorted_segment_min(flat_starts, word, num_words)
-        last = tf.math.unsorted_segment_max(tf.cast(flat_ends, tf.int32), word, num_words)
-        word_row = tf.math.unsorted_segment_min(tf.cast(rows, tf.int32), word, num_words)
-        candidates = tf.where(last - first > MAX_CHARS_PER_WORD)[:, 0]
-        spans = tf.strings.substr(
-            tf.gather(text, tf.gather(word_row, candidates)),
-            tf.gather(first, candidates),
-            tf.gather(last - first, candidates),
-        )
-        too_long = tf.scatter_nd(
-            candidates[:, None],
-            tf.strings.length(spans, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD,
-            tf.cast([num_words], tf.int64),
-        )
-        token_too_long = tf.gather(too_long, word)
-        keep = word_start | ~token_too_long
-        new_ids = tf.where(token_too_long, self.special_ids.unk, flat_ids)
-        return tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(new_ids, keep), tf.boolean_mask(rows, keep), nrows=ids.nrows()
-        )
+        chars = tf.math.segment_sum(tf.gather(self._piece_chars, flat_ids), word)
+        token_too_long = tf.gather(chars > MAX_CHARS_PER_WORD, word)
+
+        def drop_pieces():
+            keep = word_start | ~token_too_long
+            new_ids = tf.where(token_too_long, self.special_ids.unk, flat_ids)
+            return tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(new_ids, keep),
+                tf.boolean_mask(ids.value_rowids(), keep),
+                nrows=ids.nrows(),
+            )
+
+        # Long words are rare: skip rebuilding the ragged tensor when there is none.
+        return tf.cond(tf.reduce_any(token_too_long), drop_pieces, lambda: ids)
 
     def id_to_token(self, ids) -> tf.Tensor | tf.RaggedTensor:
         """Maps ids (any shape, dense or ragged) to their token strings, e.g. "##ing"."""

@@ -1,5 +1,5 @@
-# The image the Kubeflow (KFP v2) pipeline's components run in:
-#   docker build -t gcr.io/<project>/bert-tfx:<tag> .
+# The image the Kubeflow (KFP v2) / Vertex pipeline's components run in:
+#   docker build -t gcr.io/<project>/bert-tfx:<tag> . && docker push gcr.io/<project>/bert-tfx:<tag>
 #   python -m tfx_pipeline.run --runner=kubeflow --image=gcr.io/<project>/bert-tfx:<tag> ...
 # Same lock as local runs (requirements.txt, Python 3.10), plus this repo's packages. TFX's
 # container entrypoint (tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor) and
@@ -24,8 +24,10 @@ COPY serving/ serving/
 COPY tfx_pipeline/ tfx_pipeline/
 RUN uv pip install --system --no-deps .
 
-# The default vocab (--vocab_file unset) is fetched into the image's cache at build time, so
-# components need no network access for it.
+# The default vocab (--vocab_file unset) is fetched at build time into a fixed cache folder,
+# the path `tfx_pipeline.configs.IMAGE_VOCAB_FILE` names in compiled specs (components need no
+# network for it; the MiniLM model is there too: --init_checkpoint=/opt/bert_tfx/minilm).
+ENV BERT_TFX_CACHE=/opt/bert_tfx
 RUN python -m bert_tf.data.fetch --sources=minilm
 
 ENTRYPOINT ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]

@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: help setup test lint format demo lock data clean bazel-test
+.PHONY: help setup test lint format demo lock lock-gpu data clean bazel-test
 
 help:
 	@echo "make demo   - set up, then run the main job end to end"
@@ -17,6 +17,7 @@ help:
 	@echo "make setup  - create .venv with the locked dependencies (idempotent)"
 	@echo "make data   - fetch the package-shipped corpora and weights into the cache"
 	@echo "make lock   - recompile requirements.txt from requirements.in with uv"
+	@echo "make lock-gpu - recompile requirements-gpu.txt (Dockerfile.gpu's lock) from requirements-gpu.in"
 	@echo "make bazel-test - the tests as Bazel targets (installs Debian's Bazel 4.2.3 if missing)"
 
 $(STAMP): requirements.txt pyproject.toml scripts/find_python310.sh
@@ -75,6 +76,11 @@ bazel-test: setup
 
 lock: setup
 	$(VENV)/bin/uv pip compile -q --python-version 3.10 requirements.in -o requirements.txt
+
+# The GPU image's lock: requirements.in + tensorflow[and-cuda], constrained to requirements.txt's
+# pins (-c in requirements-gpu.in), so run it after `make lock`. Not installed by `make setup`.
+lock-gpu: setup
+	$(VENV)/bin/uv pip compile -q --python-version 3.10 requirements-gpu.in -o requirements-gpu.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -309,7 +309,7 @@ def _report_pipeline(metadata_path: Path) -> str | None:
         )
         if baseline:
             print(
-                f"      last blessed model on the same pairs: masked_lm_accuracy "
+                f"      the serving model on the same pairs: masked_lm_accuracy "
                 f"{baseline['masked_lm_accuracy']:.3f}, next_sentence_accuracy "
                 f"{baseline['next_sentence_accuracy']:.3f} (max decrease "
                 f"{evaluation['max_decrease']})"

@@ -13,6 +13,7 @@ Signatures (all inputs are string tensors [batch] unless noted):
 |---------------------|-------------------|--------------------------|-------------------------------|
 | `export_encoder`    | `serving_default` | `text`                   | `pooled_output`, `sequence_output`, `input_mask` |
 | (BertPretrainer)    | `fill_mask`       | `text` with `[MASK]`s, `top_k` (int32 scalar) | `top_k_tokens`, `top_k_ids`, `top_k_probabilities` [batch, masks, k], `mask_positions`, `mask_valid` [batch, masks] |
+|                     | `pretraining_logits` | int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, S], `masked_lm_positions` [batch, P] | `mlm_logits` [batch, P, V], `nsp_logits` [batch, 2] (for PretrainingEvaluator) |
 | `export_classifier` | `serving_default` | `text_a`, `text_b` ("" = single sentence) | `logits`, `probabilities`, `label` |
 |                     | `classify`        | `inputs` (tf.Examples with `text_a` [, `text_b`]) | `classes`, `scores` [batch, C] |
 | (regression=True)   | `serving_default` | `text_a`, `text_b`       | `outputs` [batch]             |
@@ -204,6 +205,27 @@ def _fill_mask(model: keras.Model, preprocessor: BertPreprocessor):
     return fill_mask
 
 
+# The pretraining heads on packed, masked features: what `PretrainingEvaluator` scores, so a
+# pushed (served) version can be the baseline of the next candidate without its Keras file.
+PRETRAINING_SIGNATURE = "pretraining_logits"
+
+
+def _pretraining_logits(model: keras.Model):
+    def pretraining_logits(input_word_ids, input_mask, input_type_ids, masked_lm_positions):
+        outputs = model(
+            {
+                "input_word_ids": input_word_ids,
+                "input_mask": input_mask,
+                "input_type_ids": input_type_ids,
+                "masked_lm_positions": masked_lm_positions,
+            },
+            training=False,
+        )
+        return {name: tf.cast(outputs[name], tf.float32) for name in ("mlm_logits", "nsp_logits")}
+
+    return pretraining_logits
+
+
 def export_encoder(
     model: keras.Model,
     preprocessor: BertPreprocessor,
@@ -214,7 +236,8 @@ def export_encoder(
 
     `serving_default`: `text` -> `pooled_output` [batch, H], `sequence_output` [batch, S, H],
     `input_mask` [batch, S] (S = `preprocessor.seq_length`). A `BertPretrainer` also gets
-    `fill_mask` (see the module docstring). `version` defaults to the next free integer.
+    `fill_mask` and `pretraining_logits` (see the module docstring). `version` defaults to the
+    next free integer.
     """
     encoder = find_encoder(model)
 
@@ -231,6 +254,8 @@ def export_encoder(
     if has_pretraining_heads(model):
         top_k = tf.TensorSpec([], tf.int32)
         endpoints["fill_mask"] = (_fill_mask(model, preprocessor), [_STRINGS, top_k])
+        ids = tf.TensorSpec([None, None], tf.int32)
+        endpoints[PRETRAINING_SIGNATURE] = (_pretraining_logits(model), [ids] * 4)
     archive = _archive([model, preprocessor], endpoints)
     warmup = [{"text": np.array(texts, dtype=object)} for texts in _ENCODER_WARMUP]
     return _write_version(archive, export_dir, version, preprocessor.tokenizer.vocabulary, warmup)

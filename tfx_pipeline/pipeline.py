@@ -1,15 +1,18 @@
 """The TFX pipelines, wired from components (no logic here: see components/ and modules/).
 
 - `create_pretraining_pipeline`: PretrainingExampleGen -> StatisticsGen -> SchemaGen ->
-  Transform -> Trainer -> PretrainingEvaluator (vs the latest blessed model) -> Pusher.
+  Transform -> Trainer -> PretrainingEvaluator (vs the model serving now) -> Pusher.
 - `create_classification_pipeline`: TextClassificationExampleGen -> StatisticsGen -> SchemaGen
   -> Transform -> Trainer (warm-started from an imported checkpoint) -> Evaluator (TFMA: the
-  task's official metrics, vs thresholds and the latest blessed model) -> Pusher.
+  task's official metrics, vs thresholds and the model serving now) -> Pusher.
 - `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> Trainer (warm-started from
   an imported checkpoint) -> SquadEvaluator (official EM/F1 of the exported model, vs a
-  threshold and the latest blessed model) -> Pusher. No Transform: see modules/squad.py.
+  threshold and the model serving now) -> Pusher. No Transform: see modules/squad.py.
 
-Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`.
+Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`. Every
+evaluator's baseline is `ServingBaseline`'s copy of the highest complete version there (what TF
+Serving serves now), so a model worse than the serving one is never pushed; before the first
+push only the thresholds apply.
 """
 
 from __future__ import annotations
@@ -24,17 +27,11 @@ from bert_tf import glue
 from tfx_pipeline import configs
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
+from tfx_pipeline.components.serving_baseline import ServingBaseline
 from tfx_pipeline.components.squad_evaluator import SquadEvaluator
 from tfx_pipeline.components.squad_example_gen import SquadExampleGen
 from tfx_pipeline.components.text_classification_example_gen import TextClassificationExampleGen
-
-
-def _latest_blessed_model():
-    return tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+from tfx_pipeline.components.tfma_evaluator import Evaluator
 
 
 def _statistics_and_schema(example_gen):
@@ -45,13 +42,13 @@ def _statistics_and_schema(example_gen):
     return statistics_gen, schema_gen
 
 
-def _transform(example_gen, schema_gen, module_file: str, custom_config: dict):
+def _transform(example_gen, schema_gen, preprocessing_fn: str, custom_config: dict):
     # No pre/post-transform statistics: StatisticsGen already describes the raw text, and
     # statistics of token ids cost as much as the transform itself while telling little.
     return tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
-        module_file=module_file,
+        preprocessing_fn=preprocessing_fn,
         custom_config=custom_config,
         disable_statistics=True,
     )
@@ -66,22 +63,24 @@ def _pretrained_checkpoint(init_checkpoint: str):
 def _evaluate_and_push(
     trainer, evaluator_class, serving_model_dir: str, model_name: str, **evaluator_args
 ) -> list:
-    """The latest blessed model's resolver, `evaluator_class` scoring the trainer's model
-    against it (the baseline), and the Pusher of the model it blesses."""
-    resolver = _latest_blessed_model()
+    """ServingBaseline (the version serving now under the Pusher's base directory),
+    `evaluator_class` scoring the trainer's model against it, and the Pusher of the model it
+    blesses. No MLMD resolver: open-source KFP cannot run one (see ServingBaseline)."""
+    base_directory = os.path.join(serving_model_dir, model_name)
+    baseline = ServingBaseline(model=trainer.outputs["model"], serving_model_dir=base_directory)
     evaluator = evaluator_class(
-        model=trainer.outputs["model"], baseline_model=resolver.outputs["model"], **evaluator_args
+        model=trainer.outputs["model"],
+        baseline_model=baseline.outputs["baseline_model"],
+        **evaluator_args,
     )
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=os.path.join(serving_model_dir, model_name)
-            )
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=base_directory)
         ),
     )
-    return [resolver, evaluator, pusher]
+    return [baseline, evaluator, pusher]
 
 
 def _pipeline(name, root, components, metadata_connection_config, beam_pipeline_args):
@@ -118,9 +117,9 @@ def create_pretraining_pipeline(
     )
     statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file)
-    transform = _transform(example_gen, schema_gen, configs.PRETRAINING_MODULE_FILE, config)
+    transform = _transform(example_gen, schema_gen, configs.PRETRAINING_PREPROCESSING_FN, config)
     trainer = tfx.components.Trainer(
-        module_file=configs.PRETRAINING_MODULE_FILE,
+        run_fn=configs.PRETRAINING_RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
@@ -181,7 +180,7 @@ def classification_eval_config(
 
     Computes the task's official metrics (`bert_tf.glue`), plus F1 and MCC of class 1 for any
     two-class task; blesses when the task's main metric (its first official one) is at least
-    `min_metric` and at most `max_decrease` below the latest blessed model's.
+    `min_metric` and at most `max_decrease` below the serving model's (ServingBaseline).
     """
     processor = glue.get_processor(options.task_name)
     names = list(processor.metrics)
@@ -249,10 +248,10 @@ def create_classification_pipeline(
     example_gen = TextClassificationExampleGen(input_base=data_root, task_name=options.task_name)
     statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
-    transform = _transform(example_gen, schema_gen, configs.CLASSIFICATION_MODULE_FILE, config)
+    transform = _transform(example_gen, schema_gen, configs.CLASSIFICATION_PREPROCESSING_FN, config)
     pretrained = _pretrained_checkpoint(init_checkpoint)
     trainer = tfx.components.Trainer(
-        module_file=configs.CLASSIFICATION_MODULE_FILE,
+        run_fn=configs.CLASSIFICATION_RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
@@ -263,7 +262,7 @@ def create_classification_pipeline(
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
-        tfx.components.Evaluator,
+        Evaluator,
         serving_model_dir,
         model_name,
         examples=example_gen.outputs["examples"],
@@ -313,7 +312,7 @@ def create_squad_pipeline(
     # The Trainer reads ExampleGen's windows directly: doc-stride windowing and answer-span
     # mapping are not a per-example TFT preprocessing_fn (see modules/squad.py).
     trainer = tfx.components.Trainer(
-        module_file=configs.SQUAD_MODULE_FILE,
+        run_fn=configs.SQUAD_RUN_FN,
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
         train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),

@@ -7,19 +7,27 @@ r"""Runs or compiles a BERT TFX pipeline.
     python -m tfx_pipeline.run --pipeline=squad --data_root=squad/ --init_checkpoint=$M \
         --max_seq_length=384 --doc_stride=128 ...  # squad/: train*.json, dev*.json
     python -m tfx_pipeline.run --pipeline=pretrain --runner=kubeflow --image=gcr.io/p/bert-tfx \
-        --pipeline_root=gs://bucket/root --output_spec_file=pretrain.json ...
+        --data_root=gs://bucket/corpus --pipeline_root=gs://bucket/root \
+        --serving_model_dir=gs://bucket/serving --output_spec_file=pretrain.yaml \
+        --gpu_image=gcr.io/p/bert-tfx-gpu --trainer_accelerator=nvidia.com/gpu:1 ...
 
 Runners: `local` (LocalDagRunner with SQLite ML Metadata at --metadata_path, the default),
-`beam` (BeamDagRunner) and `kubeflow` (KubeflowV2DagRunner: writes a KFP v2 pipeline spec JSON
-whose components run in --image; nothing is run). Without --vocab_file the uncased BERT vocab
-is used. --beam_pipeline_args (comma-separated) replace the default DirectRunner
-multi-processing args, e.g. with Dataflow's.
+`beam` (BeamDagRunner), and two that compile and run nothing, with KubeflowV2DagRunner in the
+pipeline spec 2.1 form: `kubeflow` writes the KFP v2 PipelineSpec YAML that open-source Kubeflow
+Pipelines uploads, `vertex` the PipelineJob JSON that Vertex AI Pipelines submits. Their
+components run in --image (the Trainer in --gpu_image if set), and they need no credentials or
+network: Transform and Trainer name their functions by import path, which the image has. Without
+--vocab_file the MiniLM (uncased BERT) vocab is used: the fetch cache's locally, the image's
+(`configs.IMAGE_VOCAB_FILE`) on kubeflow/vertex. --beam_pipeline_args (comma-separated) replace
+the default DirectRunner multi-processing args, e.g. with Dataflow's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import sys
 
 from absl import app, flags
@@ -27,6 +35,17 @@ from absl import app, flags
 from tfx_pipeline import configs
 
 FLAGS = flags.FLAGS
+CLUSTER_RUNNERS = ("kubeflow", "vertex")
+CLUSTER_RUNNERS_AND_LOCAL = ["local", "beam", *CLUSTER_RUNNERS]
+_SPEC_SUFFIXES = {"kubeflow": (".yaml", ".yml"), "vertex": (".json",)}
+# Path flags the pods read or write: the compiling machine's files are not there.
+_PATH_FLAGS = ("data_root", "pipeline_root", "serving_model_dir", "init_checkpoint", "vocab_file")
+_TRAINER_RESOURCE_FLAGS = ("trainer_cpu", "trainer_memory", "trainer_accelerator")
+# Kubernetes quantity suffixes in GB, as the KFP SDK's set_memory_limit converts them.
+_MEMORY_GB = {
+    **{unit: 1000.0 ** (i - 3) for i, unit in enumerate("KMGTPE", start=1)},
+    **{unit + "i": 1024.0**i / 1e9 for i, unit in enumerate("KMGTPE", start=1)},
+}
 # Every field of the options dataclasses is a flag of the same name (default: the dataclass's).
 _OPTION_FIELDS = {
     f.name: f
@@ -50,7 +69,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_enum(
-        "runner", "local", ["local", "beam", "kubeflow"], "Orchestrator.", flag_values=flag_values
+        "runner",
+        "local",
+        CLUSTER_RUNNERS_AND_LOCAL,
+        "local/beam run the pipeline; kubeflow (KFP v2 PipelineSpec YAML) and vertex (Vertex AI "
+        "PipelineJob JSON) compile it to --output_spec_file.",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "data_root",
@@ -104,13 +128,47 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "output_spec_file",
         None,
-        "Kubeflow runner: the pipeline spec JSON to write.",
+        "kubeflow/vertex: the file to write (.yaml for kubeflow, .json for vertex; default "
+        "<pipeline>.yaml / <pipeline>.json).",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
         "image",
         None,
-        "Kubeflow runner: container image of the components.",
+        "kubeflow/vertex: container image of the components (the Dockerfile's).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "gpu_image",
+        None,
+        "kubeflow/vertex: container image of the Trainer (Dockerfile.gpu's); default: --image.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_cpu",
+        None,
+        "kubeflow/vertex: the Trainer's CPU limit, e.g. 8 or 500m.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_memory",
+        None,
+        "kubeflow/vertex: the Trainer's memory limit, e.g. 32G or 30Gi.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_accelerator",
+        None,
+        "kubeflow/vertex: the Trainer's accelerators as TYPE:COUNT; TYPE is the Kubernetes "
+        "resource on Kubeflow (nvidia.com/gpu:1), the accelerator type on Vertex "
+        "(NVIDIA_TESLA_T4:1).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "allowed_volume_paths",
+        ["/mnt"],
+        "kubeflow/vertex: folders mounted in the pods; a path flag (except --pipeline_root) "
+        "may name a path under one of them instead of a remote URI.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -129,6 +187,78 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
             f"Option {field.name} (see tfx_pipeline.configs).",
             flag_values=flag_values,
         )
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _under(path: str, folder: str) -> bool:
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return os.path.isabs(path) and os.path.commonpath([path, folder]) == folder
+
+
+def check_cluster_flags() -> None:
+    """kubeflow/vertex: exits with a one-line error on a flag the pods could not use."""
+    _required("image")
+    if FLAGS.pipeline_name and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", FLAGS.pipeline_name):
+        sys.exit(
+            f"error: --pipeline_name={FLAGS.pipeline_name}: --runner={FLAGS.runner} needs "
+            "lowercase letters, digits and '-' (at most 128, starting with a letter or digit)"
+        )
+    suffixes = _SPEC_SUFFIXES[FLAGS.runner]
+    if FLAGS.output_spec_file and not FLAGS.output_spec_file.endswith(suffixes):
+        sys.exit(
+            f"error: --output_spec_file={FLAGS.output_spec_file}: --runner={FLAGS.runner} writes "
+            f"a {' or '.join(suffixes)} file"
+        )
+    volumes = [v for v in FLAGS.allowed_volume_paths or [] if v]
+    for name in _PATH_FLAGS:
+        value = getattr(FLAGS, name)
+        if not value or _is_remote(value):
+            continue
+        # KFP and Vertex keep artifacts in an object store: the pipeline root must be one.
+        allowed = [] if name == "pipeline_root" else volumes
+        if name == "vocab_file":
+            allowed = [*allowed, configs.IMAGE_CACHE_DIR]  # fetched into the image at build
+        if any(_under(value, folder) for folder in allowed):
+            continue
+        where = f" or a path under {', '.join(allowed)} (--allowed_volume_paths)" if allowed else ""
+        sys.exit(
+            f"error: --{name}={value} is a local path; --runner={FLAGS.runner} needs a remote "
+            f"URI (gs://, s3://, ...){where}"
+        )
+
+
+def trainer_resources() -> dict | None:
+    """--trainer_cpu/--trainer_memory/--trainer_accelerator as ResourceSpec fields (cpu in
+    cores, memory in GB, as the KFP SDK writes them); None when none is set. Exits with a
+    one-line error on a malformed value."""
+    resources = {}
+    if FLAGS.trainer_cpu:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)(m?)", FLAGS.trainer_cpu)
+        cpu = match and float(match[1]) / (1000 if match[2] else 1)
+        if not cpu:
+            sys.exit(f"error: --trainer_cpu={FLAGS.trainer_cpu}: expected cores, e.g. 8 or 500m")
+        resources["cpu_limit"] = cpu
+    if FLAGS.trainer_memory:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTPE]i?)", FLAGS.trainer_memory)
+        memory = match and float(match[1]) * _MEMORY_GB[match[2]]
+        if not memory:
+            sys.exit(
+                f"error: --trainer_memory={FLAGS.trainer_memory}: expected a size with a unit, "
+                "e.g. 32G or 30Gi"
+            )
+        resources["memory_limit"] = memory
+    if FLAGS.trainer_accelerator:
+        match = re.fullmatch(r"([^:\s]+):(\d+)", FLAGS.trainer_accelerator)
+        if not match or int(match[2]) < 1:
+            sys.exit(
+                f"error: --trainer_accelerator={FLAGS.trainer_accelerator}: expected TYPE:COUNT, "
+                "e.g. nvidia.com/gpu:1 (Kubeflow) or NVIDIA_TESLA_T4:1 (Vertex)"
+            )
+        resources["accelerator"] = {"type": match[1], "count": int(match[2])}
+    return resources or None
 
 
 def _options(cls):
@@ -159,11 +289,17 @@ def build_pipeline():
     from tfx_pipeline import pipeline
 
     _required("data_root", "pipeline_root", "serving_model_dir")
-    if not os.path.isdir(FLAGS.data_root) and "://" not in FLAGS.data_root:
+    cluster = FLAGS.runner in CLUSTER_RUNNERS
+    if not cluster and not os.path.isdir(FLAGS.data_root) and "://" not in FLAGS.data_root:
         sys.exit(f"error: --data_root: {FLAGS.data_root} is not a folder")
-    vocab_file = FLAGS.vocab_file or str(fetch.path("minilm", "vocab.txt"))
+    if FLAGS.vocab_file:
+        vocab_file = FLAGS.vocab_file
+    elif cluster:
+        vocab_file = configs.IMAGE_VOCAB_FILE  # never the compiling machine's cache
+    else:
+        vocab_file = str(fetch.path("minilm", "vocab.txt"))
     metadata = None
-    if FLAGS.runner != "kubeflow":
+    if not cluster:
         _required("metadata_path")
         metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(FLAGS.metadata_path)
     common = {
@@ -199,23 +335,79 @@ def build_pipeline():
         sys.exit(f"error: {e}")
 
 
+def compile_job(tfx_pipeline, resources: dict | None) -> dict:
+    """The Vertex PipelineJob of the pipeline (spec 2.1 form), the Trainer with `resources`
+    (trainer_resources()) and --gpu_image; its pipelineSpec carries the pipeline root as
+    defaultPipelineRoot and any runtime parameter values as defaults, so it stands alone."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx import v1 as tfx
+
+    # Imported directly: tfx.v1's export of it is hidden when the full kfp SDK is absent;
+    # compiling needs only kfp-pipeline-spec.
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
+    from tfx.orchestration.kubeflow.v2 import pipeline_builder
+
+    trainers = [c for c in tfx_pipeline.components if isinstance(c, tfx.components.Trainer)]
+    image = FLAGS.image
+    if FLAGS.gpu_image and FLAGS.gpu_image != FLAGS.image:
+        # KubeflowV2DagRunner's per-component images: component id -> image, else the default.
+        # (TFX 1.16 then logs "DEFAULT_IMAGE_PATH_KEY is not found" with the check inverted.)
+        image = {pipeline_builder.DEFAULT_IMAGE_PATH_KEY: FLAGS.image}
+        image.update({trainer.id: FLAGS.gpu_image for trainer in trainers})
+    if resources:
+        spec = json_format.ParseDict(
+            resources,
+            pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec(),
+        )
+        for trainer in trainers:
+            trainer.with_platform_config(spec)
+    # Spec 2.1: parameters as runtimeValue.constant, the only form open-source KFP's backend
+    # reads (Vertex reads both; TFX's default is 2.0's constantValue).
+    config = kubeflow_v2.KubeflowV2DagRunnerConfig(default_image=image, use_pipeline_spec_2_1=True)
+    job = kubeflow_v2.KubeflowV2DagRunner(config=config).run(tfx_pipeline, write_out=False)
+    spec, runtime = job["pipelineSpec"], job.get("runtimeConfig", {})
+    spec["defaultPipelineRoot"] = runtime["gcsOutputDirectory"]
+    for name, value in runtime.get("parameterValues", {}).items():
+        inputs = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
+        inputs.setdefault(name, {})["defaultValue"] = value
+    return job
+
+
+def write_spec(job: dict, path: str) -> None:
+    """kubeflow: the PipelineSpec alone as YAML (what KFP's compiler writes and its client
+    uploads); vertex: the whole PipelineJob as JSON (what aiplatform.PipelineJob submits)."""
+    import yaml
+    from tfx.dsl.io import fileio
+
+    folder = os.path.dirname(path)
+    if folder and not fileio.exists(folder):
+        fileio.makedirs(folder)
+    with fileio.open(path, "w") as f:
+        if FLAGS.runner == "kubeflow":
+            f.write(
+                f"# PIPELINE DEFINITION\n# Name: {job['pipelineSpec']['pipelineInfo']['name']}\n"
+            )
+            yaml.safe_dump(job["pipelineSpec"], f, sort_keys=True)
+        else:
+            json.dump(job, f, indent=2, sort_keys=True)
+
+
 def main(argv):
     del argv
-    if FLAGS.runner == "kubeflow":
-        _required("image", "output_spec_file")
+    resources = trainer_resources()
+    if FLAGS.runner in CLUSTER_RUNNERS:
+        check_cluster_flags()
+    else:
+        given = [f"--{n}" for n in (*_TRAINER_RESOURCE_FLAGS, "gpu_image") if getattr(FLAGS, n)]
+        if given:
+            sys.exit(f"error: {', '.join(given)}: only for --runner=kubeflow or vertex")
     tfx_pipeline = build_pipeline()
-    if FLAGS.runner == "kubeflow":
-        # Imported directly: tfx.v1's export of it is hidden when the full kfp SDK is absent;
-        # compiling needs only kfp-pipeline-spec.
-        from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
-
-        output_dir, output_file = os.path.split(os.path.abspath(FLAGS.output_spec_file))
-        runner = kubeflow_v2.KubeflowV2DagRunner(
-            config=kubeflow_v2.KubeflowV2DagRunnerConfig(default_image=FLAGS.image),
-            output_dir=output_dir,
-            output_filename=output_file,
-        )
-        runner.run(tfx_pipeline, write_out=True)
+    if FLAGS.runner in CLUSTER_RUNNERS:
+        suffix = _SPEC_SUFFIXES[FLAGS.runner][0]
+        output = FLAGS.output_spec_file or f"{FLAGS.pipeline}{suffix}"
+        write_spec(compile_job(tfx_pipeline, resources), output)
+        print(f"wrote {output}")
     elif FLAGS.runner == "beam":
         from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 

@@ -115,31 +115,58 @@ def pushed_model(model_base_path: Path) -> str:
     return os.path.dirname(versions[0])
 
 
-def compile_for_kubeflow(pipeline_args: list[str], tmp_path: Path, image: str):
-    """`tfx_pipeline.run --runner=kubeflow` on `pipeline_args` (pipeline root and spec file
-    under tmp_path): the compiled PipelineSpec and its executors' container images."""
-    from google.protobuf import json_format
-    from kfp.pipeline_spec import pipeline_spec_pb2
+def compile_spec(
+    pipeline_args: list[str],
+    spec_file: Path,
+    runner: str = "kubeflow",
+    image: str = "registry.example.com/bert-tfx:test",
+) -> dict:
+    """`tfx_pipeline.run --runner=<kubeflow|vertex> --image=<image>` on `pipeline_args`, in this
+    process, writing `spec_file` (.yaml for kubeflow, .json for vertex): the file parsed, i.e.
+    the PipelineSpec (kubeflow) or the PipelineJob around one (vertex)."""
+    import yaml
 
     from tfx_pipeline import run
 
-    spec_file = tmp_path / "kubeflow_pipeline.json"
     run_in_process(
         run,
         *pipeline_args,
-        "--runner=kubeflow",
-        f"--pipeline_root={tmp_path / 'root'}",
+        f"--runner={runner}",
         f"--image={image}",
         f"--output_spec_file={spec_file}",
     )
-    job = json.loads(spec_file.read_text())
-    spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
-    images = {
-        executor["container"]["image"]
-        for executor in job["pipelineSpec"]["deploymentSpec"]["executors"].values()
+    text = Path(spec_file).read_text()
+    return yaml.safe_load(text) if runner == "kubeflow" else json.loads(text)
+
+
+def parse_pipeline_spec(spec: dict):
+    """`spec` as a PipelineSpec proto, strictly: an unknown field is an error."""
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    return json_format.ParseDict(
+        spec, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+    )
+
+
+def executor_images(spec: dict) -> dict[str, str]:
+    """Container executor label -> its image."""
+    return {
+        label: executor["container"]["image"]
+        for label, executor in spec["deploymentSpec"]["executors"].items()
         if "container" in executor
     }
-    return spec, images
+
+
+def compile_for_kubeflow(pipeline_args: list[str], tmp_path: Path, image: str):
+    """`compile_spec` of a local run's `pipeline_args` (its local folders allowed as mounted
+    volumes, a gs:// pipeline root): the PipelineSpec proto and its executors' images."""
+    spec = compile_spec(
+        [*pipeline_args, "--pipeline_root=gs://bucket/root", "--allowed_volume_paths=/"],
+        tmp_path / "kubeflow_pipeline.yaml",
+        image=image,
+    )
+    return parse_pipeline_spec(spec), set(executor_images(spec).values())
 
 
 @pytest.fixture(scope="session")
@@ -155,4 +182,7 @@ def pipeline_helpers() -> types.SimpleNamespace:
         serve_in_fresh_process=serve_in_fresh_process,
         pushed_model=pushed_model,
         compile_for_kubeflow=compile_for_kubeflow,
+        compile_spec=compile_spec,
+        parse_pipeline_spec=parse_pipeline_spec,
+        executor_images=executor_images,
     )

@@ -53,6 +53,7 @@ DEMO_FLAGS = (
 # Fine-tuning gate: well above chance (0.5, balanced classes); this run scored 0.67 on the
 # 60 dev sentences (F1 0.67, MCC 0.33; 2026-11-29).
 MIN_DEV_ACCURACY = 0.6
+NO_BASELINE = "no model serving yet: baseline comparison skipped"  # blessing.NO_BASELINE
 BEAM_ARGS = "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1"
 PRETRAIN_COMPONENTS = {
     "PretrainingExampleGen",
@@ -60,6 +61,7 @@ PRETRAIN_COMPONENTS = {
     "SchemaGen",
     "Transform",
     "Trainer",
+    "ServingBaseline",
     "PretrainingEvaluator",
     "Pusher",
 }
@@ -69,6 +71,7 @@ CLASSIFY_COMPONENTS = {
     "SchemaGen",
     "Transform",
     "Trainer",
+    "ServingBaseline",
     "Evaluator",
     "Pusher",
 }
@@ -213,7 +216,10 @@ def test_pretraining_evaluator_blessed_the_model(pretrain, pipeline_helpers):
     }
     for name, minimum in report["thresholds"].items():
         assert report["candidate"][name] >= minimum > 0, name
-    assert report["baseline"] is None  # first run: nothing blessed before
+    # First run: nothing served yet, so ServingBaseline's output is the candidate's copy and
+    # the comparison is skipped.
+    assert report["baseline"] is None
+    assert report["baseline_model"] == NO_BASELINE
 
 
 def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
@@ -292,17 +298,14 @@ def test_demo_grpc_answers_equal_the_pushed_model_in_a_fresh_process(pretrain, p
 
 
 def test_second_run_reuses_cached_components(pretrain_rerun, pipeline_helpers):
+    """Same inputs, same model: every component is cached, ServingBaseline too (its input is
+    the cached candidate), so the evaluator's verdict stands and nothing is pushed again."""
     _, second = pipeline_helpers.node_states(pretrain_rerun.metadata)
-    cached = {"PretrainingExampleGen", "StatisticsGen", "SchemaGen", "Transform", "Trainer"}
-    assert {n: second.get(n) for n in cached} == dict.fromkeys(cached, "CACHED")
-    # The resolver now finds the first run's blessed model: the evaluator compares against it
-    # (same model, so no decrease) and blesses again.
-    assert pipeline_helpers.blessings(pretrain_rerun.metadata) == [1, 1]
-    reports = glob.glob(
-        str(pretrain_rerun.pipeline_root / "PretrainingEvaluator/evaluation/*/*.json")
+    assert {n: second.get(n) for n in PRETRAIN_COMPONENTS} == dict.fromkeys(
+        PRETRAIN_COMPONENTS, "CACHED"
     )
-    baselines = [json.loads(Path(p).read_text())["baseline"] for p in reports]
-    assert sum(b is not None for b in baselines) == 1
+    assert pipeline_helpers.blessings(pretrain_rerun.metadata) == [1]
+    pipeline_helpers.pushed_model(pretrain_rerun.model_base_path)  # still one version
 
 
 def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
@@ -359,7 +362,7 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
         "CANCELED",
     )
     before_trainer = ("PretrainingExampleGen", "StatisticsGen", "SchemaGen", "Transform")
-    from_trainer = ("Trainer", "PretrainingEvaluator", "Pusher")
+    from_trainer = ("Trainer", "ServingBaseline", "PretrainingEvaluator", "Pusher")
     states = pipeline_helpers.node_states(pretrain_rerun.metadata)[-1]
     assert {n: states.get(n) for n in before_trainer} == dict.fromkeys(before_trainer, "CACHED")
     assert {n: states.get(n) for n in from_trainer} == dict.fromkeys(from_trainer, "COMPLETE")
@@ -388,6 +391,30 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
     # Nothing of the killed run reached the serving folder: only the rerun's model, if blessed.
     pushed = set(glob.glob(str(versions))) - pushed_before
     assert len(pushed) == pipeline_helpers.blessings(pretrain_rerun.metadata)[-1], pushed
+
+    # The new model was judged against the version serving now, the first run's push.
+    (served,) = pushed_before
+    served_version = int(Path(served).parent.name)
+    baseline_events = store.get_events_by_execution_ids([completed_run["ServingBaseline"].id])
+    (baseline,) = store.get_artifacts_by_id(
+        [e.artifact_id for e in baseline_events if e.type == metadata_store_pb2.Event.OUTPUT]
+    )
+    assert baseline.custom_properties["is_candidate"].int_value == 0
+    assert baseline.custom_properties["baseline_version"].int_value == served_version
+    evaluation_events = store.get_events_by_execution_ids(
+        [completed_run["PretrainingEvaluator"].id]
+    )
+    (evaluation,) = store.get_artifacts_by_id(
+        [
+            e.artifact_id
+            for e in evaluation_events
+            if e.type == metadata_store_pb2.Event.OUTPUT and e.path.steps[0].key == "evaluation"
+        ]
+    )
+    report = json.loads((Path(evaluation.uri) / "metrics.json").read_text())
+    assert report["baseline_model"]["version"] == served_version
+    assert set(report["baseline"]) >= {"masked_lm_accuracy", "next_sentence_accuracy"}
+    assert report["blessed"] == (not report["failures"])
 
 
 def test_kubeflow_runner_writes_a_pipeline_spec(tmp_path, pretrain, pipeline_helpers):

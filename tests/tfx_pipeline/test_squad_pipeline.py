@@ -29,7 +29,7 @@ COMPONENTS = {
     "SquadExampleGen",
     "pretrained_checkpoint_importer",
     "Trainer",
-    "latest_blessed_model_resolver",
+    "ServingBaseline",
     "SquadEvaluator",
     "Pusher",
 }
@@ -142,9 +142,11 @@ def test_evaluator_scores_the_pushed_model_like_the_official_script(
     assert expected["exact_match"] == pytest.approx(100 * scores["exact_match"])
     assert expected["f1"] == pytest.approx(100 * scores["final_f1"])
 
-    # Blessed on the F1 threshold, with no baseline yet (first run).
+    # Blessed on the F1 threshold, with no baseline yet (first run: nothing served, so
+    # ServingBaseline's output is the candidate's copy and the comparison is skipped).
     assert report["candidate"]["f1"] >= MIN_F1
     assert report["min_f1"] == MIN_F1 and report["baseline"] is None
+    assert report["baseline_model"] == "no model serving yet: baseline comparison skipped"
     assert report["blessed"] and not report["failures"]
     assert pipeline_helpers.blessings(squad_run / "metadata.sqlite") == [1]
 
@@ -158,7 +160,7 @@ def test_kubeflow_runner_compiles_the_squad_pipeline(
         "registry.example.com/bert-tfx:test",
     )
     assert spec.pipeline_info.name == "bert-squad"
-    assert set(spec.root.dag.tasks) >= COMPONENTS - {"latest_blessed_model_resolver"}
+    assert set(spec.root.dag.tasks) >= COMPONENTS
     assert images == {"registry.example.com/bert-tfx:test"}
 
 

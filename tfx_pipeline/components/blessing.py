@@ -1,10 +1,13 @@
-"""A custom evaluator's model inputs (candidate, optional baseline) and the outputs it writes in
-TFX Evaluator's layout: the `ModelEvaluation` (a JSON report and the metrics as ML Metadata
-properties) and the `ModelBlessing`.
+"""A custom evaluator's model inputs (candidate, optional baseline), its executor's base class,
+and the outputs it writes in TFX Evaluator's layout: the `ModelEvaluation` (a JSON report and the
+metrics as ML Metadata properties) and the `ModelBlessing`.
 
-`Pusher` reads the `blessed` property (and the BLESSED / NOT_BLESSED file), and
-`LatestBlessedModelStrategy` finds the blessed model through `current_model_id`, so a blessing
-written this way gates pushing and feeds the next run's baseline like TFX's own Evaluator's.
+The baseline is `ServingBaseline`'s model serving now; its copy of the candidate (nothing serving
+yet) counts as no baseline. `Pusher` reads the blessing's `blessed` property (and the BLESSED /
+NOT_BLESSED file); `current_model_id` / `baseline_model_id` are written as TFX's Evaluator
+writes them (int ML Metadata ids, converted to resource names on Kubeflow V2: see
+`EvaluatorExecutor`), so `LatestBlessedModelStrategy` and other MLMD lookups find the blessed
+model on every runner.
 """
 
 from __future__ import annotations
@@ -13,11 +16,37 @@ import json
 import os
 from typing import Any
 
+from absl import logging
 from tfx import types
 from tfx.components.evaluator import constants
+from tfx.components.evaluator import executor as evaluator_executor
+from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import io_utils
+
+from tfx_pipeline.components import serving_baseline
+
+NO_BASELINE = "no model serving yet: baseline comparison skipped"
+
+
+class EvaluatorExecutor(evaluator_executor.Executor):
+    """Base of the custom evaluators' executors (their `Do` is their own; nothing of TFX's
+    Evaluator runs).
+
+    Subclassing TFX's Evaluator executor is what makes TFX's Kubeflow V2 container entrypoint
+    (`kubeflow_v2_run_executor`) rewrite the blessing's `current_model_id` / `baseline_model_id`
+    from the hashed int ids it hands executors to the models' ML Metadata resource names: it
+    does so only for `issubclass(executor, evaluator.executor.Executor)`. On `BaseExecutor` the
+    id reaches Vertex as a float (8.0e+16) and its model resolver never finds the model.
+    """
+
+    def __init__(self, context: base_executor.BaseExecutor.Context | None = None):
+        # BaseExecutor's init, not BaseBeamExecutor's: no Beam here, so no Beam-context check
+        # (ExecutorClassSpec hands a plain context) and no TFX sdist built for Beam workers.
+        base_executor.BaseExecutor.__init__(self, context)
+        self._beam_pipeline_args = []
+        self._make_beam_pipeline_fn = None
 
 
 def write_blessing(
@@ -47,7 +76,7 @@ def write_blessing(
 
 
 # A custom evaluator's model inputs (in its spec's INPUTS): the candidate and the optional
-# baseline, the latest blessed model a Resolver finds (`baseline_model` reads it).
+# baseline, ServingBaseline's model serving now (`baseline_model` reads it).
 MODEL_INPUTS = {
     "model": ChannelParameter(type=standard_artifacts.Model),
     "baseline_model": ChannelParameter(type=standard_artifacts.Model, optional=True),
@@ -66,8 +95,30 @@ def output_channels() -> dict[str, types.Channel]:
 
 
 def baseline_model(input_dict: dict[str, list[types.Artifact]]) -> types.Artifact | None:
-    """The optional `baseline_model` input (a Resolver's latest blessed model), if resolved."""
-    return (input_dict.get("baseline_model") or [None])[0]
+    """The `baseline_model` input to compare with: None if absent or if it is ServingBaseline's
+    copy of the candidate (nothing serving yet: comparing a model with itself tells nothing)."""
+    baseline = (input_dict.get("baseline_model") or [None])[0]
+    if baseline is not None and serving_baseline.is_candidate(baseline):
+        logging.info(NO_BASELINE)
+        return None
+    return baseline
+
+
+def describe_baseline(input_dict: dict[str, list[types.Artifact]]) -> dict[str, Any] | str | None:
+    """For the report: the served version compared with and its folder, NO_BASELINE when
+    nothing served yet, None without a baseline input."""
+    baseline = (input_dict.get("baseline_model") or [None])[0]
+    if baseline is None:
+        return None
+    if serving_baseline.is_candidate(baseline):
+        return NO_BASELINE
+    properties = (serving_baseline.BASELINE_VERSION, serving_baseline.BASELINE_SOURCE)
+    if not all(baseline.has_custom_property(p) for p in properties):
+        return {"uri": baseline.uri}  # a baseline from elsewhere (e.g. a resolver)
+    return {
+        "version": baseline.get_int_custom_property(serving_baseline.BASELINE_VERSION),
+        "source": baseline.get_string_custom_property(serving_baseline.BASELINE_SOURCE),
+    }
 
 
 def validate(

@@ -6,8 +6,14 @@ accuracy over the predicted positions only, which TFMA's metric specs cannot exp
 component does that on Transform's eval split with `bert_tf.heads`' accuracies, then blesses the
 model (a `ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` and
 `LatestBlessedModelStrategy` accept it) when both accuracies reach their thresholds and, if a
-baseline (the latest blessed model) is given, neither drops by more than `max_decrease` against
-the baseline scored on the same examples.
+baseline (the model serving now, `ServingBaseline`'s) is given, neither drops by more than
+`max_decrease` against the baseline scored on the same examples.
+
+Both models are scored through their serving SavedModel's `pretraining_logits` signature
+(`serving.export.export_encoder`): the pushed model itself, so a served version needs nothing
+else to be the baseline. A Trainer model exported before that signature is scored through its
+Keras file (`Format-TFMA/model.keras`); a served baseline with neither is not compared (logged,
+and noted in the report).
 
 Outputs: `evaluation` (`metrics.json`; the accuracies also as float custom properties in ML
 Metadata) and `blessing` (`BLESSED` or `NOT_BLESSED` file, `blessed` = 1 or 0).
@@ -18,19 +24,20 @@ Example (in a pipeline):
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"],
+        baseline_model=baseline.outputs["baseline_model"],
         min_masked_lm_accuracy=0.05, min_next_sentence_accuracy=0.4)
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import tensorflow as tf
 from absl import logging
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
@@ -58,19 +65,47 @@ class PretrainingEvaluatorSpec(ComponentSpec):
     OUTPUTS: ClassVar[dict] = blessing.OUTPUTS
 
 
-def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
-    """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
-    import keras
+class NotScorable(ValueError):
+    """A model with neither the `pretraining_logits` signature nor the Trainer's Keras file."""
 
+
+def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
+    """A Model artifact's pretraining heads, batch -> {mlm_logits, nsp_logits} (see the module
+    docstring for which of its files)."""
     from bert_tf.pretraining import MODEL_INPUTS
+    from serving.export import PRETRAINING_SIGNATURE
     from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
-    path = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
-    model = keras.saving.load_model(path)
+    serving_dir = path_utils.serving_model_path(model_uri)
+    if tf.io.gfile.exists(os.path.join(serving_dir, "saved_model.pb")):
+        import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
+
+        loaded = tf.saved_model.load(serving_dir)
+        if PRETRAINING_SIGNATURE in loaded.signatures:
+            signature = loaded.signatures[PRETRAINING_SIGNATURE]
+            # `loaded` stays referenced: the signature's variables live as long as it does.
+            return lambda batch, loaded=loaded: signature(
+                **{name: batch[name] for name in MODEL_INPUTS}
+            )
+    keras_file = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
+    if not tf.io.gfile.exists(keras_file):
+        raise NotScorable(
+            f"{model_uri}: no {PRETRAINING_SIGNATURE} signature in its SavedModel and no "
+            f"{KERAS_MODEL_FILE}"
+        )
+    import keras
+
+    model = keras.saving.load_model(keras_file)
     forward = tf.function(lambda batch: model(batch, training=False))
+    return lambda batch: forward({name: batch[name] for name in MODEL_INPUTS})
+
+
+def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
+    """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
+    forward = pretraining_heads(model_uri)
     totals = {"mlm_correct": 0.0, "mlm_count": 0.0, "nsp_correct": 0.0, "nsp_count": 0.0}
     for batch in dataset:
-        outputs = forward({name: batch[name] for name in MODEL_INPUTS})
+        outputs = forward(batch)
         weights = batch["masked_lm_weights"]
         mlm = heads.masked_lm_accuracy(batch["masked_lm_ids"], outputs["mlm_logits"], weights)
         nsp = heads.next_sentence_accuracy(batch["next_sentence_labels"], outputs["nsp_logits"])
@@ -88,7 +123,7 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
     }
 
 
-class Executor(base_executor.BaseExecutor):
+class Executor(blessing.EvaluatorExecutor):
     def Do(
         self,
         input_dict: dict[str, list[types.Artifact]],
@@ -116,7 +151,14 @@ class Executor(base_executor.BaseExecutor):
         model = artifact_utils.get_single_instance(input_dict["model"])
         candidate = evaluate_pretrainer(model.uri, dataset)
         baseline_model = blessing.baseline_model(input_dict)
-        baseline = evaluate_pretrainer(baseline_model.uri, dataset) if baseline_model else None
+        baseline_note = blessing.describe_baseline(input_dict)
+        baseline = None
+        if baseline_model:
+            try:
+                baseline = evaluate_pretrainer(baseline_model.uri, dataset)
+            except NotScorable as e:  # a version pushed before the signature existed
+                logging.warning("baseline comparison skipped: %s", e)
+                baseline_model, baseline_note = None, f"not comparable: {e}"
         minimums = {
             "masked_lm_accuracy": exec_properties["min_masked_lm_accuracy"],
             "next_sentence_accuracy": exec_properties["min_next_sentence_accuracy"],
@@ -128,6 +170,7 @@ class Executor(base_executor.BaseExecutor):
         report = {
             "candidate": candidate,
             "baseline": baseline,
+            "baseline_model": baseline_note,
             "thresholds": minimums,
             "max_decrease": exec_properties["max_decrease"],
             "failures": failures,
@@ -144,7 +187,7 @@ class PretrainingEvaluator(base_component.BaseComponent):
         examples: Transform's transformed examples.
         transform_graph: Transform's graph (its transformed feature spec parses the examples).
         model: the Trainer's model.
-        baseline_model: optional, the latest blessed model (a Resolver's output).
+        baseline_model: optional, the model serving now (`ServingBaseline`'s output).
         eval_split: split of `examples` to score.
         min_masked_lm_accuracy, min_next_sentence_accuracy: thresholds for blessing.
         max_decrease: largest allowed drop of either accuracy below the baseline's.

@@ -6,9 +6,9 @@ one Pusher pushes: raw `question`/`context` in, `answer_text` out) for every que
 eval split (`SquadExampleGen`'s raw dev questions), scores the answers with `bert_tf.squad`'s
 official-equivalent metrics (v1.1: `exact_match`, `f1`; v2.0: `exact`, `f1`, `HasAns_*`,
 `NoAns_*`; percent), and blesses the model when `f1` reaches `min_f1` and, if a baseline (the
-latest blessed model) is given, is at most `max_f1_decrease` points below the baseline's F1 on
-the same questions. The blessing is TFX Evaluator's (`components.blessing`), so Pusher and
-`LatestBlessedModelStrategy` accept it.
+model serving now, `ServingBaseline`'s) is given, is at most `max_f1_decrease` points below
+the baseline's F1 on the same questions. The blessing is TFX Evaluator's
+(`components.blessing`), so Pusher and `LatestBlessedModelStrategy` accept it.
 
 With v2.0 data the unanswerable questions score 0: the exported model (`export_squad`) always
 answers its best span and has no null answer.
@@ -21,7 +21,7 @@ Example (in a pipeline):
 
     evaluator = SquadEvaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"], min_f1=80.0, max_f1_decrease=0.5)
+        baseline_model=baseline.outputs["baseline_model"], min_f1=80.0, max_f1_decrease=0.5)
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import tensorflow as tf
 from absl import logging
 from tfx import types
-from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
@@ -127,7 +127,7 @@ def official_metrics(
     return squad.squad_v1_metrics(dataset, predictions)
 
 
-class Executor(base_executor.BaseExecutor):
+class Executor(blessing.EvaluatorExecutor):
     def Do(
         self,
         input_dict: dict[str, list[types.Artifact]],
@@ -166,6 +166,7 @@ class Executor(base_executor.BaseExecutor):
         report = {
             "candidate": candidate,
             "baseline": baseline,
+            "baseline_model": blessing.describe_baseline(input_dict),
             "predictions": predictions,
             "min_f1": exec_properties["min_f1"],
             "max_f1_decrease": exec_properties["max_f1_decrease"],
@@ -182,7 +183,7 @@ class SquadEvaluator(base_component.BaseComponent):
     Args:
         examples: `SquadExampleGen`'s examples (its eval split: the raw dev questions).
         model: the Trainer's model.
-        baseline_model: optional, the latest blessed model (a Resolver's output).
+        baseline_model: optional, the model serving now (`ServingBaseline`'s output).
         eval_split: split of `examples` to score.
         min_f1: official F1 (percent) needed for blessing.
         max_f1_decrease: largest allowed F1 drop (points) below the baseline's.

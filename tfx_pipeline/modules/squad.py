@@ -63,4 +63,6 @@ def run_fn(fn_args):
         doc_stride=options["doc_stride"],
         max_query_length=options["max_query_length"],
         max_answer_length=options["max_answer_length"],
+        version_2_with_negative=bool(options["version_2_with_negative"]),
+        null_score_diff_threshold=float(options["null_score_diff_threshold"]),
     )

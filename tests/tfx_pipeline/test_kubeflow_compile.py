@@ -1,0 +1,314 @@
+"""Compiling the three pipelines for Kubeflow (`--runner=kubeflow`: the KFP v2 PipelineSpec as
+YAML) and Vertex AI (`--runner=vertex`: the PipelineJob JSON around it), offline: no Google
+credentials, no network, no module wheel, and no path of the compiling machine in the output.
+"""
+
+import os
+import re
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+from absl import flags
+
+from bert_tf.data import fetch
+from tfx_pipeline import configs, run
+
+IMAGE = "registry.example.com/bert-tfx:1"
+GPU_IMAGE = "registry.example.com/bert-tfx-gpu:1"
+BUCKET = "gs://bert-tfx-test"
+PIPELINE_ROOT = f"{BUCKET}/pipeline-root"
+COMMON_ARGS = [f"--pipeline_root={PIPELINE_ROOT}", f"--serving_model_dir={BUCKET}/serving"]
+PIPELINE_ARGS = {
+    "pretrain": ["--pipeline=pretrain", f"--data_root={BUCKET}/corpus"],
+    "classify": [
+        "--pipeline=classify",
+        "--task_name=sst-2",
+        f"--data_root={BUCKET}/glue/SST-2",
+        f"--init_checkpoint={BUCKET}/minilm",
+    ],
+    "squad": [
+        "--pipeline=squad",
+        f"--data_root={BUCKET}/squad",
+        f"--init_checkpoint={BUCKET}/minilm",
+    ],
+}
+RUN_FNS = {
+    "pretrain": (configs.PRETRAINING_PREPROCESSING_FN, configs.PRETRAINING_RUN_FN),
+    "classify": (configs.CLASSIFICATION_PREPROCESSING_FN, configs.CLASSIFICATION_RUN_FN),
+    "squad": (None, configs.SQUAD_RUN_FN),  # no Transform
+}
+# Trainer resources per runner: Kubeflow takes the Kubernetes resource name, Vertex its type.
+GPU_ARGS = {
+    "kubeflow": [
+        "--trainer_cpu=8",
+        "--trainer_memory=32G",
+        "--trainer_accelerator=nvidia.com/gpu:2",
+    ],
+    "vertex": [
+        "--trainer_cpu=500m",
+        "--trainer_memory=30Gi",
+        "--trainer_accelerator=NVIDIA_TESLA_T4:1",
+    ],
+}
+GPU_RESOURCES = {
+    "kubeflow": {"cpuLimit": 8.0, "memoryLimit": 32.0, "type": "nvidia.com/gpu", "count": 2},
+    "vertex": {
+        "cpuLimit": 0.5,
+        "memoryLimit": 30 * 2**30 / 1e9,
+        "type": "NVIDIA_TESLA_T4",
+        "count": 1,
+    },
+}
+SUFFIX = {"kubeflow": ".yaml", "vertex": ".json"}
+PIPELINE_NAMES = {
+    "pretrain": configs.PRETRAINING_PIPELINE_NAME,
+    "classify": configs.CLASSIFICATION_PIPELINE_NAME,
+    "squad": configs.SQUAD_PIPELINE_NAME,
+}
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """No credentials google-auth could find, and no connection to any host."""
+
+    def refuse(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            raise OSError(f"network access while compiling: {address}")
+        return connect(sock, address)
+
+    connect = socket.socket.connect
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/credentials.json")
+        patch.setenv("CLOUDSDK_CONFIG", str(tmp_path_factory.mktemp("gcloud")))
+        patch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+        patch.setattr(socket.socket, "connect", refuse)
+        patch.setattr(socket.socket, "connect_ex", refuse)
+        yield
+
+
+@pytest.fixture(scope="module")
+def compiled(offline, tmp_path_factory, pipeline_helpers) -> dict:
+    """(pipeline, runner, gpu) -> (the written file parsed, its text), for each pipeline on
+    both runners, plus the pretraining pipeline with a GPU Trainer on both."""
+    out = tmp_path_factory.mktemp("specs")
+    cases = [(p, r, False) for p in PIPELINE_ARGS for r in SUFFIX]
+    cases += [("pretrain", r, True) for r in SUFFIX]
+    found = {}
+    for name, runner, gpu in cases:
+        spec_file = out / f"{name}-{runner}{'-gpu' if gpu else ''}{SUFFIX[runner]}"
+        extra = [*GPU_ARGS[runner], f"--gpu_image={GPU_IMAGE}"] if gpu else []
+        parsed = pipeline_helpers.compile_spec(
+            [*PIPELINE_ARGS[name], *COMMON_ARGS, *extra], spec_file, runner=runner, image=IMAGE
+        )
+        found[name, runner, gpu] = parsed, spec_file.read_text()
+    return found
+
+
+def _pipeline_spec(compiled, name, runner, gpu=False) -> dict:
+    parsed = compiled[name, runner, gpu][0]
+    return parsed if runner == "kubeflow" else parsed["pipelineSpec"]
+
+
+def _task_executor(spec: dict, task: str) -> str:
+    component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
+    return spec["components"][component]["executorLabel"]
+
+
+@pytest.mark.parametrize("runner", sorted(SUFFIX))
+@pytest.mark.parametrize("name", sorted(PIPELINE_ARGS))
+def test_spec_is_a_strict_pipeline_spec_2_1(compiled, pipeline_helpers, name, runner):
+    spec = _pipeline_spec(compiled, name, runner)
+    parsed = pipeline_helpers.parse_pipeline_spec(spec)  # unknown fields are errors
+    assert parsed.schema_version == "2.1.0"
+    assert parsed.default_pipeline_root == PIPELINE_ROOT
+    assert parsed.pipeline_info.name == PIPELINE_NAMES[name]
+    # Spec 2.1's parameter form, the one open-source KFP reads; never 2.0's constantValue.
+    assert "constantValue" not in compiled[name, runner, False][1]
+    tasks = spec["root"]["dag"]["tasks"]
+    constants = [
+        value["runtimeValue"]["constant"]
+        for task in tasks.values()
+        for value in task.get("inputs", {}).get("parameters", {}).values()
+        if "runtimeValue" in value
+    ]
+    assert constants
+    # Transform and Trainer name their functions by import path (the image has the package).
+    preprocessing_fn, run_fn = RUN_FNS[name]
+    assert tasks["Trainer"]["inputs"]["parameters"]["run_fn"]["runtimeValue"]["constant"] == run_fn
+    assert "module_file" not in tasks["Trainer"]["inputs"]["parameters"]
+    if preprocessing_fn:
+        transform = tasks["Transform"]["inputs"]["parameters"]
+        assert transform["preprocessing_fn"]["runtimeValue"]["constant"] == preprocessing_fn
+        assert "module_file" not in transform
+    # Every component in --image when no --gpu_image is given; no resource requests.
+    assert set(pipeline_helpers.executor_images(spec).values()) == {IMAGE}
+    executors = spec["deploymentSpec"]["executors"].values()
+    assert not any("resources" in e.get("container", {}) for e in executors)
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_ARGS))
+def test_vertex_job_wraps_the_same_spec(compiled, name):
+    job = compiled[name, "vertex", False][0]
+    assert set(job) == {"displayName", "labels", "pipelineSpec", "runtimeConfig"}
+    assert job["runtimeConfig"]["gcsOutputDirectory"] == PIPELINE_ROOT
+    # One code path: the kubeflow YAML is the job's pipelineSpec, nothing else.
+    assert job["pipelineSpec"] == compiled[name, "kubeflow", False][0]
+    assert compiled[name, "kubeflow", False][1].startswith("# PIPELINE DEFINITION\n")
+
+
+def _absolute_path_pattern(path: str) -> re.Pattern:
+    # The path itself, not the same letters inside a URI or a longer path (gs://b/root).
+    return re.compile(rf"(?<![\w./:-]){re.escape(path.rstrip('/'))}(?![\w.-])")
+
+
+def test_no_path_of_the_compiling_machine_and_no_wheel(compiled, tmp_path_factory):
+    repo = Path(run.__file__).resolve().parents[1]
+    machine_paths = {
+        str(repo),
+        str(Path.home()),
+        str(fetch.cache_dir()),
+        str(tmp_path_factory.getbasetemp()),
+        tempfile.gettempdir(),
+        os.getcwd(),
+        os.path.dirname(os.__file__),  # the Python installation
+    } - {"", "/"}
+    for key, (_, text) in compiled.items():
+        for path in machine_paths:
+            assert not _absolute_path_pattern(path).search(text), (key, path)
+        for wheel in ("_wheels", ".whl", "module_path", "module_file"):
+            assert wheel not in text, (key, wheel)
+        assert configs.IMAGE_VOCAB_FILE in text, key  # the image's vocab, not the local cache
+
+
+@pytest.mark.parametrize("runner", sorted(SUFFIX))
+def test_gpu_trainer_gets_its_image_and_resources(compiled, pipeline_helpers, runner):
+    spec = _pipeline_spec(compiled, "pretrain", runner, gpu=True)
+    pipeline_helpers.parse_pipeline_spec(spec)
+    trainer = _task_executor(spec, "Trainer")
+    images = pipeline_helpers.executor_images(spec)
+    assert images.pop(trainer) == GPU_IMAGE
+    assert set(images.values()) == {IMAGE}  # Beam components and the rest stay on --image
+    executors = spec["deploymentSpec"]["executors"]
+    resources = executors[trainer]["container"]["resources"]
+    expected = GPU_RESOURCES[runner]
+    assert resources["cpuLimit"] == pytest.approx(expected["cpuLimit"])
+    assert resources["memoryLimit"] == pytest.approx(expected["memoryLimit"])
+    assert resources["accelerator"]["type"] == expected["type"]
+    assert int(resources["accelerator"]["count"]) == expected["count"]
+    others = [e for label, e in executors.items() if label != trainer]
+    assert not any("resources" in e.get("container", {}) for e in others)
+
+
+def test_default_spec_file_is_named_after_the_pipeline(
+    offline, tmp_path, monkeypatch, pipeline_helpers
+):
+    monkeypatch.chdir(tmp_path)
+    pipeline_helpers.run_in_process(
+        run, *PIPELINE_ARGS["squad"], *COMMON_ARGS, "--runner=kubeflow", f"--image={IMAGE}"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["squad.yaml"]
+
+
+def _flags(*args: str) -> flags.FlagValues:
+    flag_values = flags.FlagValues()
+    run.define_flags(flag_values)
+    flag_values(["run", *args])
+    return flag_values
+
+
+def _exits(pipeline_helpers, *args: str) -> str:
+    """The one-line error `tfx_pipeline.run` exits with on `args` (before building anything)."""
+    with pytest.raises(SystemExit) as exited:
+        pipeline_helpers.run_in_process(run, *args)
+    message = str(exited.value.code)
+    assert message.startswith("error: ") and "\n" not in message, message
+    return message
+
+
+CLUSTER_ARGS = [
+    "--pipeline=classify",
+    f"--data_root={BUCKET}/data",
+    f"--pipeline_root={BUCKET}/root",
+    f"--serving_model_dir={BUCKET}/serving",
+    f"--init_checkpoint={BUCKET}/ckpt",
+    f"--vocab_file={BUCKET}/vocab.txt",
+    f"--image={IMAGE}",
+]
+
+
+@pytest.mark.parametrize("runner", sorted(SUFFIX))
+@pytest.mark.parametrize(
+    "flag", ["data_root", "pipeline_root", "serving_model_dir", "init_checkpoint", "vocab_file"]
+)
+@pytest.mark.parametrize("value", ["relative/dir", "/home/someone/data", "file:///data"])
+def test_local_paths_are_rejected(pipeline_helpers, runner, flag, value):
+    message = _exits(pipeline_helpers, *CLUSTER_ARGS, f"--runner={runner}", f"--{flag}={value}")
+    assert message.startswith(f"error: --{flag}={value} is a local path; --runner={runner}")
+    assert "remote URI (gs://, s3://, ...)" in message
+
+
+def test_volume_paths(pipeline_helpers):
+    # Under --allowed_volume_paths (default /mnt): accepted, except for the pipeline root.
+    for flag in ("data_root", "serving_model_dir", "init_checkpoint", "vocab_file"):
+        values = _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/mnt/data/x")
+        saved, run.FLAGS = run.FLAGS, values
+        try:
+            run.check_cluster_flags()
+        finally:
+            run.FLAGS = saved
+    message = _exits(pipeline_helpers, *CLUSTER_ARGS, "--runner=kubeflow", "--pipeline_root=/mnt/r")
+    assert "(--allowed_volume_paths)" not in message  # an object store only
+    message = _exits(
+        pipeline_helpers,
+        *CLUSTER_ARGS,
+        "--runner=vertex",
+        "--data_root=/mnt/../etc/data",  # normalized: not under /mnt
+    )
+    assert "or a path under /mnt (--allowed_volume_paths)" in message
+    message = _exits(
+        pipeline_helpers,
+        *CLUSTER_ARGS,
+        "--runner=vertex",
+        "--allowed_volume_paths=/data",
+        "--data_root=/mnt/data",
+    )
+    assert "or a path under /data (--allowed_volume_paths)" in message
+
+
+def test_trainer_resources_parse():
+    values = _flags("--trainer_cpu=1.5", "--trainer_memory=512M", "--trainer_accelerator=TPU_V3:8")
+    saved, run.FLAGS = run.FLAGS, values
+    try:
+        assert run.trainer_resources() == {
+            "cpu_limit": 1.5,
+            "memory_limit": pytest.approx(0.512),
+            "accelerator": {"type": "TPU_V3", "count": 8},
+        }
+    finally:
+        run.FLAGS = saved
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--trainer_accelerator=NVIDIA_TESLA_T4"],
+            "--trainer_accelerator=NVIDIA_TESLA_T4: expected TYPE:COUNT",
+        ),
+        (["--trainer_accelerator=nvidia.com/gpu:0"], "expected TYPE:COUNT"),
+        (["--trainer_accelerator=:1"], "expected TYPE:COUNT"),
+        (["--trainer_memory=32"], "--trainer_memory=32: expected a size with a unit"),
+        (["--trainer_cpu=eight"], "--trainer_cpu=eight: expected cores"),
+        (["--output_spec_file=p.json"], "--runner=kubeflow writes a .yaml or .yml file"),
+        (["--pipeline_name=BERT_1"], "--pipeline_name=BERT_1: --runner=kubeflow needs lowercase"),
+    ],
+)
+def test_bad_cluster_flags(pipeline_helpers, args, expected):
+    assert expected in _exits(pipeline_helpers, *CLUSTER_ARGS, "--runner=kubeflow", *args)
+
+
+def test_cluster_flags_with_a_local_runner(pipeline_helpers):
+    message = _exits(pipeline_helpers, *CLUSTER_ARGS, "--trainer_cpu=8", f"--gpu_image={IMAGE}")
+    assert message == "error: --trainer_cpu, --gpu_image: only for --runner=kubeflow or vertex"

@@ -166,9 +166,10 @@ _CUSTOM_METRICS_MODULE = "tfx_pipeline.tfma_metrics"  # TFMA lacks Pearson/Spear
 
 def _task_labels(task_name: str, data_root: str) -> list[str]:
     """GLUE tasks name their labels; text_classification reads them from its train file, so a
-    remote `data_root` (compiling for Kubeflow) leaves them unknown: no two-class extras then."""
+    `data_root` this machine cannot read (a gs:// or /mnt volume path when compiling for
+    Kubeflow/Vertex) leaves them unknown: no two-class extras then."""
     processor = glue.get_processor(task_name)
-    if processor.labels or processor.is_regression or "://" in data_root:
+    if processor.labels or processor.is_regression or not os.path.isdir(data_root):
         return list(processor.labels)
     return processor.get_labels(data_root)
 

@@ -10,8 +10,9 @@ model serving now, `ServingBaseline`'s) is given, is at most `max_f1_decrease` p
 the baseline's F1 on the same questions. The blessing is TFX Evaluator's
 (`components.blessing`), so Pusher and `LatestBlessedModelStrategy` accept it.
 
-With v2.0 data the unanswerable questions score 0: the exported model (`export_squad`) always
-answers its best span and has no null answer.
+With v2.0 data the exported model (`export_squad(version_2_with_negative=True)`) answers ""
+when its null score beats the best span by more than `null_score_diff_threshold`, as
+`run_squad`'s predictions.json does, so unanswerable questions can score.
 
 Outputs: `evaluation` (`metrics.json`: candidate and baseline metrics, the candidate's answers,
 thresholds, failures, verdict; the metrics also as float custom properties in ML Metadata) and

@@ -1,0 +1,506 @@
+"""The compiled Kubeflow Pipelines v2 spec runs: every container task of the pretraining pipeline
+(tiny sizes) executed in DAG order as KFP's launcher would run it (kfp_launcher.py: executor input
+built from the spec, placeholders resolved, `gs://` as a local folder, outputs fed downstream),
+the project's virtualenv standing in for the image. The pushed model answers raw text; a second
+run's evaluator compares against the first run's push (ServingBaseline).
+
+The harness's own placeholder resolution, DAG ordering, importer and output passing are checked
+fast on a hand-written spec whose containers are small Python scripts.
+"""
+
+import importlib.util
+import json
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _load_launcher():
+    """kfp_launcher.py by path: test modules cannot import their folder's helpers (importlib
+    import mode; under Bazel the helper is among the test's srcs, not a package)."""
+    path = Path(__file__).with_name("kfp_launcher.py")
+    spec = importlib.util.spec_from_file_location("bert_tfx_tests_kfp_launcher", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+kfp_launcher = _load_launcher()
+REPO = Path(__file__).resolve().parents[2]
+BUCKET = "bert-tfx-ci"
+
+# --- the harness on a hand-written spec --------------------------------------------------------
+
+# A container's program: records what it got, writes its output artifact and ExecutorOutput.
+_RECORDER = textwrap.dedent(
+    """
+    import json, os, sys
+    executor_input = json.loads(sys.argv[1])
+    outputs = executor_input["outputs"]
+    record = {"argv": sys.argv[1:], "cwd": os.getcwd(), "executor_input": executor_input}
+    for key, listed in outputs.get("artifacts", {}).items():
+        uri = listed["artifacts"][0]["uri"]
+        os.makedirs(uri, exist_ok=True)
+        with open(os.path.join(uri, "record.json"), "w") as f:
+            json.dump(record, f)
+    if "--write_output" in sys.argv:
+        os.makedirs(os.path.dirname(outputs["outputFile"]), exist_ok=True)
+        with open(outputs["outputFile"], "w") as f:
+            json.dump({
+                "artifacts": {"counted": {"artifacts": [
+                    {"uri": "/pod/local" if "--move_out" in sys.argv else
+                            outputs["artifacts"]["counted"]["artifacts"][0]["uri"],
+                     "metadata": {"lines": 3.0, "where": outputs["artifacts"]["counted"]
+                                  ["artifacts"][0]["uri"]}}]}},
+                "parameterValues": {"total": 7.0},
+            }, f)
+    """
+)
+
+
+def _container(*args: str, command=("python", "-c", _RECORDER)) -> dict:
+    return {"container": {"image": "registry.example.com/x:1", "command": list(command),
+                          "args": list(args)}}  # fmt: skip
+
+
+def _small_spec() -> dict:
+    """ImportData (importer) -> Count -> Report -> Aaa (sorts first, runs last), plus a
+    pipeline parameter and every parameter form."""
+    dataset = {"schemaTitle": "system.Dataset", "schemaVersion": "0.0.1"}
+    plain = {"schemaTitle": "system.Artifact", "schemaVersion": "0.0.1"}
+    return {
+        "pipelineInfo": {"name": "small"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "test",
+        "defaultPipelineRoot": f"gs://{BUCKET}/root",
+        "root": {
+            "inputDefinitions": {
+                "parameters": {"greeting": {"parameterType": "STRING", "defaultValue": "hi"}}
+            },
+            "dag": {
+                "tasks": {
+                    "Aaa": {
+                        "taskInfo": {"name": "Aaa"},
+                        "componentRef": {"name": "comp-aaa"},
+                        "dependentTasks": ["Report"],
+                    },
+                    "Report": {
+                        "taskInfo": {"name": "Report"},
+                        "componentRef": {"name": "comp-report"},
+                        "inputs": {
+                            "artifacts": {
+                                "counted": {
+                                    "taskOutputArtifact": {
+                                        "producerTask": "Count",
+                                        "outputArtifactKey": "counted",
+                                    }
+                                }
+                            },
+                            "parameters": {
+                                "total": {
+                                    "taskOutputParameter": {
+                                        "producerTask": "Count",
+                                        "outputParameterKey": "total",
+                                    }
+                                }
+                            },
+                        },
+                    },
+                    "Count": {
+                        "taskInfo": {"name": "Count"},
+                        "componentRef": {"name": "comp-count"},
+                        "inputs": {
+                            "artifacts": {
+                                "data": {
+                                    "taskOutputArtifact": {
+                                        "producerTask": "ImportData",
+                                        "outputArtifactKey": "artifact",
+                                    }
+                                }
+                            },
+                            "parameters": {
+                                "n": {"runtimeValue": {"constant": 3.0}},
+                                "config": {
+                                    "runtimeValue": {
+                                        "constant": json.dumps({"out": f"gs://{BUCKET}/x"})
+                                    }
+                                },
+                                "greeting": {"componentInputParameter": "greeting"},
+                            },
+                        },
+                    },
+                    "ImportData": {
+                        "taskInfo": {"name": "ImportData"},
+                        "componentRef": {"name": "comp-importer"},
+                    },
+                }
+            },
+        },
+        "components": {
+            "comp-importer": {
+                "executorLabel": "exec-importer",
+                "outputDefinitions": {"artifacts": {"artifact": {"artifactType": dataset}}},
+            },
+            "comp-count": {
+                "executorLabel": "exec-count",
+                "inputDefinitions": {
+                    "artifacts": {"data": {"artifactType": dataset}},
+                    "parameters": {
+                        "n": {"parameterType": "NUMBER_INTEGER"},
+                        "config": {"parameterType": "STRING"},
+                        "greeting": {"parameterType": "STRING"},
+                        "unset": {"parameterType": "STRING", "defaultValue": "dflt"},
+                    },
+                },
+                "outputDefinitions": {
+                    "artifacts": {"counted": {"artifactType": plain}},
+                    "parameters": {"total": {"parameterType": "NUMBER_INTEGER"}},
+                },
+            },
+            "comp-report": {
+                "executorLabel": "exec-report",
+                "inputDefinitions": {
+                    "artifacts": {"counted": {"artifactType": plain}},
+                    "parameters": {"total": {"parameterType": "NUMBER_INTEGER"}},
+                },
+                "outputDefinitions": {"artifacts": {"report": {"artifactType": plain}}},
+            },
+            "comp-aaa": {"executorLabel": "exec-aaa"},
+        },
+        "deploymentSpec": {
+            "executors": {
+                "exec-importer": {
+                    "importer": {
+                        "artifactUri": {"constant": f"gs://{BUCKET}/data/in.txt"},
+                        "typeSchema": dataset,
+                        "metadata": {"source": "test"},
+                    }
+                },
+                "exec-count": _container(
+                    "{{$}}",
+                    "--n={{$.inputs.parameters['n']}}",
+                    "--config={{$.inputs.parameters['config']}}",
+                    "--greeting={{$.inputs.parameters['greeting']}}",
+                    "--unset={{$.inputs.parameters['unset']}}",
+                    "--data_uri={{$.inputs.artifacts['data'].uri}}",
+                    "--data_path={{$.inputs.artifacts['data'].path}}",
+                    "--out={{$.outputs.artifacts['counted'].uri}}",
+                    "--total_file={{$.outputs.parameters['total'].output_file}}",
+                    "--root={{$.pipeline_root}}",
+                    "--task={{$.pipeline_task_name}}",
+                    "--write_output",
+                ),
+                "exec-report": _container(
+                    "{{$}}",
+                    "--total={{$.inputs.parameters['total']}}",
+                    "--counted={{$.inputs.artifacts['counted'].metadata}}",
+                ),
+                "exec-aaa": _container("{{$}}"),
+            }
+        },
+    }
+
+
+def test_task_order_follows_dependencies_and_rejects_cycles():
+    spec = _small_spec()
+    assert kfp_launcher.task_order(spec) == ["ImportData", "Count", "Report", "Aaa"]
+    spec["root"]["dag"]["tasks"]["ImportData"]["dependentTasks"] = ["Aaa"]
+    with pytest.raises(kfp_launcher.LauncherError, match="cycle"):
+        kfp_launcher.task_order(spec)
+    spec["root"]["dag"]["tasks"]["ImportData"]["dependentTasks"] = ["Nope"]
+    with pytest.raises(kfp_launcher.LauncherError, match="unknown task"):
+        kfp_launcher.task_order(spec)
+
+
+def test_placeholders_resolve_like_the_launcher():
+    executor_input = {
+        "inputs": {
+            "parameterValues": {"s": "a b", "i": 32.0, "f": 0.5, "b": True, "l": [1, "x"]},
+            "parameters": {"legacy": {"intValue": "4"}},
+            "artifacts": {"m": {"artifacts": [{"uri": "gs://b/m", "metadata": {"k": 1}}]}},
+        },
+        "outputs": {
+            "artifacts": {"o": {"artifacts": [{"uri": "gs://b/o"}]}},
+            "parameters": {"p": {"outputFile": "/tmp/p"}},
+            "outputFile": "gs://b/t/executor_output.json",
+        },
+    }
+
+    def resolve(text):
+        return kfp_launcher.resolve_placeholders(
+            text,
+            executor_input,
+            {"pipeline_root": "gs://b/root"},
+            lambda u: u.replace("gs:/", "/gcs"),
+        )
+
+    assert json.loads(resolve("{{$}}")) == executor_input
+    assert resolve("x={{$.inputs.parameters['s']}},{{$.inputs.parameters['i']}}") == "x=a b,32"
+    assert resolve("{{$.inputs.parameters['f']}} {{$.inputs.parameters['b']}}") == "0.5 true"
+    assert resolve("{{$.inputs.parameters['l']}}") == '[1, "x"]'
+    assert resolve("{{$.inputs.parameters['legacy']}}") == "4"
+    assert resolve("{{$.inputs.artifacts['m'].uri}}") == "gs://b/m"
+    assert resolve("{{$.inputs.artifacts['m'].path}}") == "/gcs/b/m"
+    assert resolve("{{$.inputs.artifacts['m'].metadata}}") == '{"k": 1}'
+    assert resolve("{{$.outputs.artifacts['o'].uri}}") == "gs://b/o"
+    assert resolve("{{$.outputs.parameters['p'].output_file}}") == "/tmp/p"
+    assert resolve("{{$.pipeline_root}}/x") == "gs://b/root/x"
+    for unknown in ("{{$.inputs.parameters['nope']}}", "{{$.pipeline_job_nope}}", "{{$.x['y']}}"):
+        with pytest.raises(kfp_launcher.LauncherError):
+            resolve(unknown)
+
+
+def test_small_spec_runs_in_dag_order_with_outputs_fed_downstream(tmp_path):
+    gcs = tmp_path / "gcs"
+    (gcs / BUCKET / "data").mkdir(parents=True)
+    (gcs / BUCKET / "data" / "in.txt").write_text("a\nb\nc\n")
+    launcher = kfp_launcher.Launcher(_small_spec(), gcs, tmp_path / "work", pythonpath=[str(REPO)])
+    run = launcher.run("run-1")
+    assert list(run.tasks) == ["ImportData", "Count", "Report", "Aaa"]
+    local = f"{gcs}/"
+
+    imported = run.tasks["ImportData"].artifact("artifact")
+    assert imported["uri"] == f"gs://{BUCKET}/data/in.txt"
+    assert imported["metadata"] == {"source": "test"}
+
+    count = run.tasks["Count"]
+    counted = count.artifact("counted")
+    task_root = f"gs://{BUCKET}/root/small/run-1/Count_2"
+    assert counted["uri"] == f"{task_root}/counted"  # the launcher's view: gs://
+    assert counted["metadata"] == {"lines": 3.0, "where": f"{task_root}/counted"}  # mapped back
+    assert count.parameters == {"total": 7.0}
+    record = json.loads((gcs / BUCKET / "root/small/run-1/Count_2/counted/record.json").read_text())
+    argv = dict(a[2:].split("=", 1) for a in record["argv"][1:] if "=" in a)
+    assert argv == {
+        "n": "3",
+        "config": json.dumps({"out": f"{local}{BUCKET}/x"}),  # gs:// inside JSON mapped too
+        "greeting": "hi",  # the pipeline parameter's default
+        "unset": "dflt",  # the component's default
+        "data_uri": f"{local}{BUCKET}/data/in.txt",
+        "data_path": f"{local}{BUCKET}/data/in.txt",
+        "out": f"{local}{BUCKET}/root/small/run-1/Count_2/counted",
+        "total_file": f"{local}{BUCKET}/root/small/run-1/Count_2/parameters/total",
+        "root": f"{local}{BUCKET}/root",
+        "task": "Count",
+    }
+    seen = record["executor_input"]  # what the container got: a valid ExecutorInput
+    assert seen["inputs"]["parameterValues"]["n"] == 3.0
+    assert seen["inputs"]["artifacts"]["data"]["artifacts"][0]["type"]["schemaTitle"] == (
+        "system.Dataset"
+    )
+    assert seen["outputs"]["outputFile"] == (
+        f"{local}{BUCKET}/root/small/run-1/Count_2/executor_output.json"
+    )
+    assert record["cwd"].startswith(str(tmp_path / "work" / "run-1"))
+
+    report = run.tasks["Report"]  # wrote no ExecutorOutput: outputs keep the launcher's
+    got = report.executor_input["inputs"]
+    assert got["parameterValues"]["total"] == 7.0
+    assert got["artifacts"]["counted"]["artifacts"][0]["metadata"]["lines"] == 3.0
+    assert report.artifact("report")["metadata"] == {}
+    report_argv = json.loads(
+        (gcs / BUCKET / "root/small/run-1/Report_3/report/record.json").read_text()
+    )["argv"]
+    assert report_argv[1:] == [
+        "--total=7",
+        f"--counted={json.dumps(counted['metadata'], sort_keys=True).replace('gs://', local)}",
+    ]
+    assert run.tasks["Aaa"].log.exists()
+
+
+def test_failures_name_the_task_and_unsupported_specs_are_rejected(tmp_path):
+    spec = _small_spec()
+    spec["deploymentSpec"]["executors"]["exec-report"] = _container(
+        "-c", "import sys; print('boom'); sys.exit(3)", command=("python",)
+    )
+    launcher = kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work")
+    with pytest.raises(kfp_launcher.TaskFailed, match=r"(?s)task Report.*exit 3.*boom"):
+        launcher.run("run-1")
+
+    spec = _small_spec()
+    spec["deploymentSpec"]["executors"]["exec-count"]["container"]["args"].append("--move_out")
+    with pytest.raises(kfp_launcher.LauncherError, match="counted: moved from the object store"):
+        kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work").run("run-4")
+
+    spec = _small_spec()
+    spec["deploymentSpec"]["executors"]["exec-aaa"] = {"resolver": {"outputArtifactQueries": {}}}
+    with pytest.raises(kfp_launcher.LauncherError, match="resolver executors not implemented"):
+        kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work").run("run-2")
+    assert not list((tmp_path / "work").glob("run-2/*.log"))  # rejected before any task ran
+    spec = _small_spec()
+    spec["deploymentSpec"]["executors"]["exec-aaa"]["container"]["command"] = ["bash", "-c"]
+    with pytest.raises(kfp_launcher.LauncherError, match="not the image's python"):
+        kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work").run("run-3")
+    spec["root"]["dag"]["tasks"]["Aaa"]["taskInfoo"] = {}
+    with pytest.raises(kfp_launcher.LauncherError, match="not a valid PipelineSpec"):
+        kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work")
+
+
+# --- the pretraining pipeline, compiled and launched ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
+    """`tfx_pipeline.run --runner=kubeflow` for the pretraining pipeline at `make demo`'s tiny
+    size (10 Wikipedia articles of 50 sentences, 40 steps), every path a gs:// URI, and the
+    bucket's local stand-in holding the corpus and vocab."""
+    from bert_tf import demo
+    from bert_tf.data import corpora
+    from tfx_pipeline import run
+
+    root = tmp_path_factory.mktemp("kfp")
+    gcs = root / "gcs"
+    documents = list(corpora.wikipedia_documents(gensim_dir / "enwiki-shortened.xml.bz2"))[:10]
+    corpora.write_documents([d[:50] for d in documents], gcs / BUCKET / "corpus" / "wiki.txt")
+    (gcs / BUCKET / "vocab").mkdir(parents=True)
+    shutil.copy(vocab_file, gcs / BUCKET / "vocab" / "vocab.txt")
+    spec_file = root / "pretrain.yaml"
+    pipeline_helpers.run_in_process(
+        run,
+        "--pipeline=pretrain",
+        "--runner=kubeflow",
+        "--image=registry.example.com/bert-tfx:ci",
+        f"--data_root=gs://{BUCKET}/corpus",
+        f"--vocab_file=gs://{BUCKET}/vocab/vocab.txt",
+        f"--pipeline_root=gs://{BUCKET}/root",
+        f"--serving_model_dir=gs://{BUCKET}/serving",
+        f"--model_name={demo.MODEL_NAME}",
+        "--train_steps=40",
+        *demo.PIPELINE_OPTIONS,
+        f"--output_spec_file={spec_file}",
+    )
+    spec, runtime_config = kfp_launcher.load_spec(spec_file)
+    launcher = kfp_launcher.Launcher(
+        spec,
+        gcs,
+        root / "work",
+        runtime_config=runtime_config,
+        pythonpath=[str(REPO)],
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+        echo=lambda line: print(f"  [kfp] {line}", flush=True),
+    )
+    return launcher, gcs / BUCKET / "serving" / demo.MODEL_NAME
+
+
+@pytest.fixture(scope="module")
+def first_run(compiled):
+    launcher, _ = compiled
+    run = launcher.run("run-1")
+    print(f"  [kfp] run-1: {run.seconds:.0f} s", flush=True)
+    return run
+
+
+@pytest.fixture(scope="module")
+def second_run(compiled, first_run):
+    """The same spec again (a new run id: fresh task roots), same serving folder."""
+    launcher, _ = compiled
+    run = launcher.run("run-2")
+    print(f"  [kfp] run-2: {run.seconds:.0f} s", flush=True)
+    return run
+
+
+def _local(launcher, uri: str) -> Path:
+    return Path(launcher.gcs.local_path(uri))
+
+
+def _report(launcher, run) -> dict:
+    evaluation = run.tasks["PretrainingEvaluator"].artifact("evaluation")
+    return json.loads((_local(launcher, evaluation["uri"]) / "metrics.json").read_text())
+
+
+def _versions(model_base_path: Path) -> list[int]:
+    return sorted(int(p.parent.name) for p in model_base_path.glob("*/saved_model.pb"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
+    launcher, model_base_path = compiled
+    tasks = launcher.spec["root"]["dag"]["tasks"]
+    assert set(first_run.tasks) == set(tasks)
+    executors = launcher.spec["deploymentSpec"]["executors"]
+    assert all("container" in e for e in executors.values())  # no importer, no resolver
+    assert {t.kind for t in first_run.tasks.values()} == {"container"}
+    assert {"ServingBaseline", "PretrainingEvaluator", "Pusher"} <= set(tasks)
+
+    # Nothing served yet: ServingBaseline's output is the candidate's copy, and the evaluator
+    # judged on the absolute thresholds only.
+    baseline = first_run.tasks["ServingBaseline"].artifact("baseline_model")["metadata"]
+    assert baseline["is_candidate"] == 1 and baseline["baseline_version"] == -1
+    report = _report(launcher, first_run)
+    assert report["blessed"] and report["baseline"] is None
+    assert isinstance(report["baseline_model"], str)  # blessing.NO_BASELINE's note
+
+    blessing = first_run.tasks["PretrainingEvaluator"].artifact("blessing")["metadata"]
+    assert blessing["blessed"] == 1
+    # TFX's entrypoint turned the model's int id back into its artifact name (a Vertex resource
+    # name here): the evaluator's executor is a TFX Evaluator executor subclass.
+    model = first_run.tasks["Trainer"].artifact("model")
+    assert blessing["current_model_id"] == model["name"]
+    assert blessing["current_model"] == model["uri"]
+
+    (version,) = _versions(model_base_path)
+    pushed = first_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
+    assert pushed["pushed"] == 1
+    serving = f"gs://{BUCKET}/serving/{model_base_path.name}"
+    assert pushed["pushed_destination"] == f"{serving}/{version}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_pushed_model_answers_raw_text_in_a_fresh_process(compiled, first_run, pipeline_helpers):
+    from bert_tf import demo
+
+    _, model_base_path = compiled
+    answers = pipeline_helpers.serve_in_fresh_process(
+        pipeline_helpers.pushed_model(model_base_path),
+        f"""
+        masked = signatures["fill_mask"](
+            text=tf.constant({demo.FILL_MASK_TEXTS!r}), top_k=tf.constant(5))
+        out = signatures["serving_default"](text=tf.constant({demo.ENCODE_TEXTS!r}))
+        print(json.dumps({{
+            "tokens": [[t.decode() for t in row[0]] for row in masked["top_k_tokens"].numpy()],
+            "probabilities": masked["top_k_probabilities"].numpy()[:, 0].tolist(),
+            "pooled": out["pooled_output"].numpy().tolist()}}))
+        """,
+    )
+    assert [len(t) for t in answers["tokens"]] == [5] * len(demo.FILL_MASK_TEXTS)
+    for probabilities in answers["probabilities"]:
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert 0 < sum(probabilities) <= 1 + 1e-5
+    pooled = np.array(answers["pooled"])
+    assert pooled.shape == (len(demo.ENCODE_TEXTS), 128) and np.isfinite(pooled).all()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_second_run_compares_against_the_first_push(compiled, first_run, second_run):
+    launcher, model_base_path = compiled
+    assert set(second_run.tasks) == set(first_run.tasks)
+    first_version = _versions(model_base_path)[0]
+    first_root = first_run.tasks["Trainer"].artifact("model")["uri"]
+    assert second_run.tasks["Trainer"].artifact("model")["uri"] != first_root  # fresh roots
+
+    baseline = second_run.tasks["ServingBaseline"].artifact("baseline_model")
+    assert baseline["metadata"]["is_candidate"] == 0
+    assert baseline["metadata"]["baseline_version"] == first_version
+    assert baseline["metadata"]["baseline_source"] == (
+        f"gs://{BUCKET}/serving/{model_base_path.name}/{first_version}"
+    )
+    report = _report(launcher, second_run)
+    assert report["baseline_model"]["version"] == first_version
+    assert set(report["baseline"]) >= {"masked_lm_accuracy", "next_sentence_accuracy"}
+
+    blessing = second_run.tasks["PretrainingEvaluator"].artifact("blessing")["metadata"]
+    # TFX's blessing keys: baseline_model (uri) and baseline_model_id (the artifact's name).
+    assert blessing["baseline_model"] == baseline["uri"]
+    assert blessing["baseline_model_id"] == baseline["name"]
+    # Pushed again only if blessed against that baseline.
+    pushed = second_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
+    assert pushed["pushed"] == blessing["blessed"] == report["blessed"]
+    assert len(_versions(model_base_path)) == 1 + int(report["blessed"])

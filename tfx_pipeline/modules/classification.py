@@ -16,9 +16,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf import glue
+from bert_tf.classification import classification_loss_fn
 from bert_tf.encoder import INPUT_NAMES, build_encoder
 from bert_tf.models import BertClassifier
-from bert_tf.run_classifier import classification_loss_fn
 from tfx_pipeline import trainer_lib
 
 

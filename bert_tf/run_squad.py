@@ -24,7 +24,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf.flags_util import define_tpu_flags
+from bert_tf.flags_util import define_squad_v2_flags, define_tpu_flags
 
 FLAGS = flags.FLAGS
 
@@ -109,18 +109,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "Lowercase and strip accents (uncased models).",
         flag_values=flag_values,
     )
-    flags.DEFINE_bool(
-        "version_2_with_negative",
-        False,
-        "SQuAD v2.0: questions may be unanswerable.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float(
-        "null_score_diff_threshold",
-        0.0,
-        "v2.0: answer '' when null odds exceed it.",
-        flag_values=flag_values,
-    )
+    define_squad_v2_flags(flag_values)
     flags.DEFINE_integer(
         "save_checkpoints_steps", 1000, "Checkpoint every this many steps.", flag_values=flag_values
     )

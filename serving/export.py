@@ -48,6 +48,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
 from bert_tf import checkpoints, fileio
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
+from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.tokenization import SPECIAL_TOKENS, BertPreprocessor
 from serving.signatures import set_method_names
 
@@ -641,18 +642,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
     )
-    flags.DEFINE_bool(
-        "version_2_with_negative",
-        False,
-        "SQuAD v2.0: questions may be unanswerable.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float(
-        "null_score_diff_threshold",
-        0.0,
-        "SQuAD v2.0: answer '' when null odds exceed it.",
-        flag_values=flag_values,
-    )
+    define_squad_v2_flags(flag_values)
 
 
 def _num_classes(num_labels: int | None, label_names: list[str] | None, regression: bool) -> int:

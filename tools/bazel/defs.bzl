@@ -19,7 +19,15 @@ def absl_binaries(scripts):
                 visibility = ["//visibility:public"],
             )
 
-def pytest_tests(name, deps_by_dir, config, sizes = {}, timeouts = {}, deps = [], data = []):
+def pytest_tests(
+        name,
+        deps_by_dir,
+        config,
+        sizes = {},
+        timeouts = {},
+        fast = [],
+        deps = [],
+        data = []):
     """One py_test per `**/test_*.py` in this package, each running pytest on its file.
 
     Target name: the file's path without `.py` (tests/data/test_fetch.py: //tests:data/test_fetch).
@@ -36,9 +44,15 @@ def pytest_tests(name, deps_by_dir, config, sizes = {}, timeouts = {}, deps = []
         default is "long" (900 s, pyproject's per-test pytest-timeout): TensorFlow's import alone
         takes 10-30 s on a busy 2-core machine, and Bazel should not kill what pytest would let
         finish. A file of several end-to-end pipeline runs needs "eternal" (3600 s).
+      fast: test files tagged "fast": quick files (under ~30 s each) that together touch every
+        library, which CI runs as Bazel targets (`--test_tag_filters=fast`) after `make test`
+        has run everything.
       deps: support libraries every test needs (the top-level conftest.py).
       data: non-Python files every test may read.
     """
+    for src in fast:
+        if not native.glob([src]):
+            fail("%s/BUILD: fast lists %s, which does not exist" % (native.package_name(), src))
     tests = []
     for src in native.glob(["**/test_*.py"]):
         subdir = src.rpartition("/")[0].partition("/")[0]
@@ -62,7 +76,7 @@ def pytest_tests(name, deps_by_dir, config, sizes = {}, timeouts = {}, deps = []
             # "local": the tests share the data cache ($BERT_TFX_CACHE or ~/.cache/bert_tfx) and
             # fill it with pip when a file is missing, which the sandbox (read-only outside the
             # execroot) would not allow. "requires-network": pip reaches the package registry.
-            tags = ["local", "requires-network"],
+            tags = ["local", "requires-network"] + (["fast"] if src in fast else []),
         )
         tests.append(":" + target)
     native.test_suite(name = name, tests = tests)

@@ -103,8 +103,117 @@ def json_to_array(name: str, value, dtype: tf.DType) -> np.ndarray:
         ) from None
 
 
+# --- float32 values at float32 precision in JSON ----------------------------------------------
+#
+# Python's json writes a float by its shortest float64 repr, so a float32 0.1 (as the float64
+# 0.100000001490116...) comes out as 0.10000000149011612. TF Serving writes float32 tensors at
+# float32 precision. So each float32 value becomes the float64 nearest its shortest float32
+# round-trip decimal (whose repr is that decimal), vectorized: for each value, the fewest
+# significant digits d (7 first, then fewer or more) whose rounding `rint(v * 10**s) / 10**s`
+# (s = d - 1 - decimal exponent) parses back to the same float32.
+
+_POWERS_OF_10 = 10.0 ** np.arange(23)  # exact in float64
+# x86's 80-bit (or a 128-bit) long double: 10**s to 10**27 exact, 64-bit products and quotients.
+_LONG_DOUBLE = np.finfo(np.longdouble).nmant >= 63
+_LONG_POWERS_OF_10 = np.longdouble(10) ** np.arange(64).astype(np.longdouble)
+_LONG_EPSILON = np.finfo(np.longdouble).eps
+
+
+def _rounded(values, exponent, digits: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(`values` rounded to `digits` significant digits, None): |scale| <= 22, so the powers of
+    ten are exact and each result is the double nearest its decimal (one correct rounding)."""
+    scale = digits - 1 - exponent
+    factor = _POWERS_OF_10[np.abs(scale)]
+    if not scale.size or scale.min() >= 0:
+        return np.rint(values * factor) / factor, None
+    up = scale >= 0
+    return np.where(up, np.rint(values * factor) / factor, np.rint(values / factor) * factor), None
+
+
+def _rounded_long(values, exponent, digits: int) -> tuple[np.ndarray, np.ndarray]:
+    """As _rounded for any float32 (|scale| <= 53) in long double, with a `certain` mask: False
+    where the decimal lies so near a midpoint between two doubles that long double's rounding
+    might have picked the other one (rare: those go through numpy's per-value repr)."""
+    scale = digits - 1 - exponent
+    factor = _LONG_POWERS_OF_10[np.abs(scale)]
+    long_values = values.astype(np.longdouble)
+    up = scale >= 0
+    count = np.rint(np.where(up, long_values * factor, long_values / factor))
+    decimal = np.where(up, count / factor, count * factor)
+    candidate = decimal.astype(np.float64)
+    neighbour = np.nextafter(candidate, np.where(decimal > candidate, np.inf, -np.inf))
+    half_gap = (np.abs(neighbour - candidate) / 2).astype(np.longdouble)
+    off = np.abs(decimal - candidate.astype(np.longdouble))
+    return candidate, np.abs(off - half_gap) > 8 * _LONG_EPSILON * np.abs(decimal)
+
+
+def _shortest(values, exponent, rounder) -> tuple[np.ndarray, np.ndarray]:
+    """(the shortest round-trip decimals of float32 `values` (float64), indices unresolved)."""
+    target = values.astype(np.float32)
+    result = values.copy()
+    certain = np.ones(values.shape, bool)
+
+    def attempt(index, digits):
+        candidate, sure = rounder(values[index], exponent[index], digits)
+        good = candidate.astype(np.float32) == target[index]
+        result[index[good]] = candidate[good]
+        if sure is not None:
+            certain[index[good]] = sure[good]
+        return good
+
+    good = attempt(np.arange(values.size), 7)
+    down = np.flatnonzero(good)  # 7 digits round-trip: fewer while they still do
+    for digits in range(6, 0, -1):
+        if not down.size:
+            break
+        down = down[attempt(down, digits)]
+    up = np.flatnonzero(~good)  # 7 do not: 8, else 9 (which always do, up to rounding)
+    for digits in (8, 9):
+        if not up.size:
+            break
+        up = up[~attempt(up, digits)]
+    return result, np.union1d(up, np.flatnonzero(~certain))
+
+
+def float32_json_values(array) -> np.ndarray:
+    """float32 values as the float64 values of their shortest float32 round-trip decimals.
+
+    JSON then writes 0.1, not 0.10000000149011612 (see above). NaN, inf and 0 are kept.
+    """
+    x = np.asarray(array, np.float32)
+    with np.errstate(all="ignore"):  # log10(0), NaN payloads, float32 overflow of candidates
+        return _float32_json_values(x)
+
+
+def _float32_json_values(x: np.ndarray) -> np.ndarray:
+    flat = x.astype(np.float64).ravel()
+    exponent = np.floor(np.log10(np.abs(flat)))
+    finite = np.isfinite(exponent)  # False for 0, inf and NaN
+    exact = finite & (exponent >= -14) & (exponent <= 22)  # |scale| <= 22 for 1 to 9 digits
+    left = []
+    for index, rounder in (
+        (np.flatnonzero(exact), _rounded),
+        (np.flatnonzero(finite & ~exact), _rounded_long if _LONG_DOUBLE else None),
+    ):
+        if not index.size:
+            continue
+        if rounder is None:
+            left.append(index)
+            continue
+        values, unresolved = _shortest(flat[index], exponent[index].astype(np.int64), rounder)
+        flat[index] = values
+        left.append(index[unresolved])
+    for i in np.concatenate(left) if left else ():
+        flat[i] = float(str(np.float32(flat[i])))  # numpy's str: the shortest float32 repr
+    return flat.reshape(x.shape)
+
+
 def array_to_json(name: str, array: np.ndarray):
-    """An output array as JSON; strings decode as UTF-8 unless binary (or the alias ends `_bytes`)."""
+    """An output array as JSON; strings decode as UTF-8 unless binary (or the alias ends `_bytes`).
+
+    float32 values are written at float32 precision (see float32_json_values), others as is."""
+    if array.dtype == np.float32:
+        return float32_json_values(array).tolist()
     if array.dtype != object:
         return array.tolist()
 
@@ -343,19 +452,22 @@ class RestApi:
         json_format.ParseDict({"model_spec": spec}, proto)
         proto.input.CopyFrom(self._input(request))
         result = self.service.classify(proto, deadline, entrypoint="REST").result
-        return {
-            "results": [
-                [[c.label, c.score] for c in classification.classes]
-                for classification in result.classifications
-            ]
-        }
+        results = []
+        for classification in result.classifications:
+            # `score` is a proto float: written at float32 precision, as tensors are.
+            scores = float32_json_values([c.score for c in classification.classes]).tolist()
+            results.append(
+                [[c.label, score] for c, score in zip(classification.classes, scores, strict=True)]
+            )
+        return {"results": results}
 
     def _regress(self, spec, request, deadline):
         proto = regression_pb2.RegressionRequest()
         json_format.ParseDict({"model_spec": spec}, proto)
         proto.input.CopyFrom(self._input(request))
         result = self.service.regress(proto, deadline, entrypoint="REST").result
-        return {"results": [r.value for r in result.regressions]}
+        # `value` is a proto float: float32 precision, as tensors.
+        return {"results": float32_json_values([r.value for r in result.regressions]).tolist()}
 
 
 class RestServer:

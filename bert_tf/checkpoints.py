@@ -28,6 +28,11 @@ prefix = checkpoints.save_google_checkpoint(encoder, "/tmp/minilm_google")
 # /tmp/minilm_google/{bert_model.ckpt.index, bert_model.ckpt.data-00000-of-00001, checkpoint,
 #  bert_config.json}; readable by google-research/bert's run_classifier.py --init_checkpoint.
 ```
+
+Training output folders (`run_classifier`, `run_squad`) are self-contained: beside the
+`ckpt-<step>` files, `write_model_files` puts `bert_config.json`, `vocab.txt` and
+`task_info.json` (`TASK_INFO_NAME`: what `serving.export` needs besides the weights; see
+`write_model_files`), so `serving.export --init_checkpoint=<output_dir>` needs no other flag.
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
@@ -47,12 +52,17 @@ import tensorflow as tf
 from absl import logging
 from safetensors.numpy import load_file
 
+from bert_tf import fileio
 from bert_tf.configs import BertConfig, canonical_activation
 from bert_tf.encoder import BertEncoder
 
 SAME, HEADS_IN, HEADS_OUT, TRANSPOSED = "same", "heads_in", "heads_out", "transposed"
 CHECKPOINT_NAME = "bert_model.ckpt"
 CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+TASK_INFO_NAME = "task_info.json"
+# `task_info.json`'s "task" values: serving.export's --task names of the fine-tuned models.
+TASK_INFO_TASKS = ("classifier", "squad")
 HF_WEIGHTS_NAME = "model.safetensors"
 
 # Checkpoint entries that are not model weights: optimizer slots, step counter (google), and
@@ -631,7 +641,9 @@ def save_google_checkpoint(
     output_dir.mkdir(parents=True, exist_ok=True)
     weights = get_google_weights(model)
     names = sorted(weights)
-    tmp_dir = Path(tempfile.mkdtemp(dir=output_dir, prefix=".tmp-ckpt-"))
+    # Default permissions (mkdtemp's 0700 would not matter for the renamed files, but keeps
+    # every folder the scripts make readable by others, e.g. a non-root TF Serving container).
+    tmp_dir = Path(fileio.make_temp_dir(output_dir, prefix=".tmp-ckpt-"))
     try:
         tmp_prefix = str(tmp_dir / name)
         # SaveV2 writes the TF1 name -> tensor format that tf.compat.v1.train.Saver and
@@ -652,8 +664,75 @@ def save_google_checkpoint(
     find_encoder(model).bert_config.to_json_file(output_dir / CONFIG_NAME)
     # The `checkpoint` state file (text proto) that tf.train.latest_checkpoint reads; written by
     # hand because tf.compat.v1.train.update_checkpoint_state is deprecated.
-    state = output_dir / "checkpoint"
-    tmp_state = output_dir / ".checkpoint.tmp"
-    tmp_state.write_text(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
-    os.replace(tmp_state, state)
+    fileio.atomic_write_text(
+        output_dir / "checkpoint",
+        f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n',
+    )
     return prefix
+
+
+# --- Self-contained training output folders ---------------------------------------------------
+
+
+def write_model_files(
+    output_dir: str | os.PathLike,
+    config: BertConfig,
+    vocab_file: str | os.PathLike,
+    task_info: dict[str, Any] | None = None,
+) -> None:
+    """Writes `bert_config.json`, `vocab.txt` (a copy of `vocab_file`) and `task_info.json`.
+
+    What a training output folder needs, beside its checkpoints, to be exported or fine-tuned
+    further with `--init_checkpoint=<output_dir>` alone. Each file is written atomically with
+    default permissions (0666 minus the umask), so a TF Serving container running as another
+    user can read them. `task_info` (None: not written) is a JSON object with "task" (one of
+    `TASK_INFO_TASKS`) and that task's options, e.g. for run_classifier:
+
+        {"task": "classifier", "task_name": "sst-2", "labels": ["0", "1"], "regression": false,
+         "single_segment": true, "do_lower_case": true, "max_seq_length": 128}
+    """
+    if task_info is not None:
+        _check_task_info(task_info, "task_info")
+    output_dir = Path(output_dir)
+    config.to_json_file(output_dir / CONFIG_NAME)
+    # Read through tf.io.gfile: the vocab may lie in a bucket (gs://) like the checkpoint.
+    with tf.io.gfile.GFile(os.fspath(vocab_file), "rb") as f:
+        vocab = f.read()
+    fileio.atomic_write_bytes(output_dir / VOCAB_NAME, vocab)
+    if task_info is not None:
+        text = json.dumps(task_info, indent=2, ensure_ascii=False) + "\n"
+        fileio.atomic_write_text(output_dir / TASK_INFO_NAME, text)
+
+
+def _check_task_info(info: Any, source: str) -> dict[str, Any]:
+    if not isinstance(info, dict):
+        raise ValueError(f"{source}: expected a JSON object, got {type(info).__name__}")
+    if info.get("task") not in TASK_INFO_TASKS:
+        raise ValueError(
+            f'{source}: "task" must be one of {list(TASK_INFO_TASKS)}, got {info.get("task")!r}'
+        )
+    labels = info.get("labels", [])
+    if not (isinstance(labels, list) and all(isinstance(label, str) for label in labels)):
+        raise ValueError(f'{source}: "labels" must be a list of strings, got {labels!r}')
+    for key in ("regression", "single_segment", "do_lower_case", "version_2_with_negative"):
+        if not isinstance(info.get(key, False), bool):
+            raise ValueError(f'{source}: "{key}" must be true or false, got {info[key]!r}')
+    return info
+
+
+def read_task_info(init_checkpoint: str | os.PathLike) -> tuple[str, dict[str, Any]] | None:
+    """(path, contents) of the `task_info.json` beside a checkpoint (folder or prefix), if any.
+
+    Raises ValueError naming the file when it is not a valid task description.
+    """
+    init_checkpoint = os.fspath(init_checkpoint)
+    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
+    path = os.path.join(folder, TASK_INFO_NAME)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a JSON file ({e})") from None
+    return path, _check_task_info(info, path)

@@ -2,11 +2,25 @@ r"""Fine-tunes BERT on a GLUE task or any labelled TSV/CSV (google-research `run
 
 Same flags as google-research/bert (TPU flags: see `bert_tf.flags_util.define_tpu_flags`), plus
 `--optimizer`, `--use_mixed_precision`, `--use_xla`, `--distribution_strategy`,
-`--gradient_accumulation_steps` and `--seed`. Outputs in
+`--gradient_accumulation_steps`, `--seed` and `--test_results_header`. Outputs in
 `--output_dir`: training checkpoints `ckpt-<step>` (rerunning the same command resumes from the
-latest), `training_log.json`, `training_curve.png`, TensorBoard events, `bert_config.json`,
-`eval_results.txt` (`key = value` lines) and `test_results.tsv` (one line per test example:
-the class probabilities, tab-separated; the score for STS-B).
+latest), `training_log.json`, `training_curve.png`, TensorBoard events, `eval_results.txt`
+(`key = value` lines) and `test_results.tsv` (one line per test example: the class
+probabilities, tab-separated; the score for STS-B). Unlike google-research's, our
+`test_results.tsv` starts with a header line naming the columns (the label names in class-id
+order, `score` for regression); `--notest_results_header` writes google's headerless layout.
+
+The folder is self-contained (`bert_tf.checkpoints.write_model_files`): `bert_config.json`,
+`vocab.txt` (a copy of the vocab used) and `task_info.json`, the model's description:
+
+    {"task": "classifier", "task_name": "sst-2", "labels": ["0", "1"], "regression": false,
+     "single_segment": true, "do_lower_case": true, "max_seq_length": 128}
+
+(`labels` in class-id order, `[]` for regression; `single_segment`: the task has no second
+text). `--do_train` rewrites them; other runs only add missing ones. So
+`python -m serving.export --task=classifier --init_checkpoint=<output_dir> --export_dir=...`
+needs no other flag, and `--init_checkpoint=<output_dir>` finds the config and vocab. Every file
+gets the permissions a plain `open()` gives (0666 minus the umask).
 
 `--init_checkpoint` takes a google-research checkpoint, one of ours, or an HF folder; the
 config and vocab default to the files beside it. Tasks: see `bert_tf.glue`.
@@ -23,12 +37,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, glue, training
+from bert_tf import checkpoints, fileio, glue, training
 from bert_tf.classification import classification_loss_fn, evaluate, make_dataset
 from bert_tf.encoder import build_encoder
 from bert_tf.flags_util import (
@@ -146,15 +162,41 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_integer(
         "seed", None, "Seed for initialisation, shuffling and dropout.", flag_values=flag_values
     )
+    flags.DEFINE_bool(
+        "test_results_header",
+        True,
+        "Start test_results.tsv with a line naming its columns (the labels); "
+        "--notest_results_header: google-research's layout, without it.",
+        flag_values=flag_values,
+    )
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def task_info(
+    task_name: str,
+    label_list: Sequence[str],
+    single_segment: bool,
+    do_lower_case: bool,
+    max_seq_length: int,
+) -> dict:
+    """The `task_info.json` of a classifier output folder (see the module docstring)."""
+    return {
+        "task": "classifier",
+        "task_name": task_name,
+        "labels": list(label_list),
+        "regression": not label_list,
+        "single_segment": single_segment,
+        "do_lower_case": do_lower_case,
+        "max_seq_length": max_seq_length,
+    }
+
+
+def format_test_results(outputs: np.ndarray, label_list: Sequence[str], header: bool) -> str:
+    """`test_results.tsv`: a header naming the columns (if `header`), then one row per example."""
+    lines = ["\t".join(str(v) for v in row) + "\n" for row in outputs]
+    if header:
+        names = [" ".join(str(label).split()) for label in label_list] or ["score"]
+        lines.insert(0, "\t".join(names) + "\n")
+    return "".join(lines)
 
 
 def _check_flags(args: flags.FlagValues) -> None:
@@ -216,7 +258,20 @@ def run(args: flags.FlagValues) -> None:
     output_dir = Path(args.output_dir)
     checkpoints.check_output_dir(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
-    config.to_json_file(output_dir / "bert_config.json")
+    # Self-contained: what serving.export needs beside the checkpoints (module docstring).
+    # The examples the model sees tell single sentences from pairs, as in `make_dataset`.
+    first = next(iter(train_examples or eval_examples or test_examples), None)
+    info = task_info(
+        processor.name,
+        label_list,
+        first is not None and first.text_b is None,
+        args.do_lower_case,
+        args.max_seq_length,
+    )
+    if args.do_train or not (output_dir / checkpoints.TASK_INFO_NAME).exists():
+        checkpoints.write_model_files(output_dir, config, vocab_file, info)
+    else:  # evaluation/prediction of a trained folder: its description stays the training's
+        config.to_json_file(output_dir / checkpoints.CONFIG_NAME)
     num_classes = len(label_list) or 1
     with strategy.scope():
         model = BertClassifier(build_encoder(config), num_classes)
@@ -273,7 +328,7 @@ def run(args: flags.FlagValues) -> None:
             **evaluate(processor.name, logits, eval_examples, label_list),
             "global_step": global_step,
         }
-        _write_atomic(
+        fileio.atomic_write_text(
             output_dir / "eval_results.txt",
             "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
         )
@@ -285,9 +340,9 @@ def run(args: flags.FlagValues) -> None:
         )
         logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
         outputs = tf.nn.softmax(logits).numpy() if label_list else logits
-        _write_atomic(
+        fileio.atomic_write_text(
             output_dir / "test_results.tsv",
-            "".join("\t".join(str(v) for v in row) + "\n" for row in outputs),
+            format_test_results(outputs, label_list, args.test_results_header),
         )
         logging.info("wrote %d predictions to %s", len(outputs), output_dir / "test_results.tsv")
 

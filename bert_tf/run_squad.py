@@ -7,6 +7,18 @@ when the predict file has gold answers, `eval_results.txt` with our EM/F1 (the o
 scripts' numbers). Prediction without `--do_train` uses the latest checkpoint in `--output_dir`,
 else `--init_checkpoint`.
 
+The folder is self-contained (`bert_tf.checkpoints.write_model_files`): `bert_config.json`,
+`vocab.txt` (a copy of the vocab used) and `task_info.json`, the decoding options the model
+was trained/predicted with:
+
+    {"task": "squad", "do_lower_case": true, "max_seq_length": 384, "doc_stride": 128,
+     "max_query_length": 64, "max_answer_length": 30, "n_best_size": 20,
+     "version_2_with_negative": false, "null_score_diff_threshold": 0.0}
+
+`--do_train` rewrites them; prediction alone only adds missing ones. So
+`python -m serving.export --task=squad --init_checkpoint=<output_dir> --export_dir=...` needs no
+other flag. Every file gets the permissions a plain `open()` gives (0666 minus the umask).
+
 Example:
 
     python -m bert_tf.run_squad --vocab_file=$BERT/vocab.txt \
@@ -245,7 +257,7 @@ def train(model, tokenizer, strategy) -> None:
 
 
 def predict(model, tokenizer) -> None:
-    from bert_tf import squad, training
+    from bert_tf import fileio, squad, training
 
     examples, features = _features(FLAGS.predict_file, tokenizer, is_training=False)
     dataset = squad.features_to_dataset(
@@ -279,17 +291,32 @@ def predict(model, tokenizer) -> None:
         if FLAGS.version_2_with_negative
         else squad.squad_v1_metrics(dataset_json, predictions)
     )
-    path = os.path.join(output_dir, EVAL_RESULTS)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(f"{key} = {value}\n" for key, value in sorted(metrics.items()))
-    os.replace(tmp, path)
+    fileio.atomic_write_text(
+        os.path.join(output_dir, EVAL_RESULTS),
+        "".join(f"{key} = {value}\n" for key, value in sorted(metrics.items())),
+    )
     logging.info("eval results: %s", metrics)
+
+
+def task_info() -> dict:
+    """The `task_info.json` of a SQuAD output folder (see the module docstring)."""
+    return {
+        "task": "squad",
+        "do_lower_case": FLAGS.do_lower_case,
+        "max_seq_length": FLAGS.max_seq_length,
+        "doc_stride": FLAGS.doc_stride,
+        "max_query_length": FLAGS.max_query_length,
+        "max_answer_length": FLAGS.max_answer_length,
+        "n_best_size": FLAGS.n_best_size,
+        "version_2_with_negative": FLAGS.version_2_with_negative,
+        "null_score_diff_threshold": FLAGS.null_score_diff_threshold,
+    }
 
 
 def main(argv: list[str]) -> None:
     del argv
     _check_flags()
+    from bert_tf import checkpoints
     from bert_tf.checkpoints import load_pretrained
     from bert_tf.encoder import build_encoder
     from bert_tf.flags_util import checkpoint_file, resolve_config
@@ -317,7 +344,13 @@ def main(argv: list[str]) -> None:
                 f"--vocab_file has {tokenizer.vocabulary_size} tokens but the BERT config's "
                 f"vocab_size is {config.vocab_size}"
             )
+        checkpoints.check_output_dir(FLAGS.output_dir, config)
         os.makedirs(FLAGS.output_dir, exist_ok=True)
+        # Self-contained: what serving.export needs beside the checkpoints (module docstring).
+        if FLAGS.do_train or not os.path.exists(
+            os.path.join(FLAGS.output_dir, checkpoints.TASK_INFO_NAME)
+        ):
+            checkpoints.write_model_files(FLAGS.output_dir, config, vocab_file, task_info())
         set_seed(FLAGS.seed)
         set_precision("mixed_float16" if FLAGS.use_mixed_precision else "float32")
         with strategy.scope():

@@ -15,19 +15,40 @@ Signatures (all inputs are string tensors [batch] unless noted):
 | (BertPretrainer)    | `fill_mask`       | `text` with `[MASK]`s, `top_k` (int32 scalar) | `top_k_tokens`, `top_k_ids`, `top_k_probabilities` [batch, masks, k], `mask_positions`, `mask_valid` [batch, masks] |
 |                     | `pretraining_logits` | int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, S], `masked_lm_positions` [batch, P] | `mlm_logits` [batch, P, V], `nsp_logits` [batch, 2] (for PretrainingEvaluator) |
 | `export_classifier` | `serving_default` | `text_a`, `text_b` ("" = single sentence) | `logits`, `probabilities`, `label` |
+| (single_segment=True) | `serving_default` | `text_a` only          | the same                      |
 |                     | `classify`        | `inputs` (tf.Examples with `text_a` [, `text_b`]) | `classes`, `scores` [batch, C] |
-| (regression=True)   | `serving_default` | `text_a`, `text_b`       | `outputs` [batch]             |
+| (regression=True)   | `serving_default` | `text_a`, `text_b` (single_segment: `text_a`) | `outputs` [batch] |
 |                     | `regress`         | `inputs`                 | `outputs` [batch]             |
 | `export_squad`      | `serving_default` | `question`, `context`    | `answer_text`, `start_char`, `end_char`, `score` |
 | (v2.0)              | `serving_default` | `question`, `context`    | the same ("" = no answer) and `null_score_diff` |
 
+A classifier of a single-sentence task (SST-2, CoLA, a `text_classification` file without a
+second text column) is exported with `single_segment=True`: its `serving_default` takes `text_a`
+alone (the name of the tf.Example feature and of the pair signature's first input, so REST
+`{"instances": [{"text_a": "..."}]}` works), as TF Serving rejects requests that lack a
+signature input. Sentence-pair classifiers keep `text_a` and `text_b`.
+
 Loading an export needs `import tensorflow_text` first (its ops); nothing else from this repo.
+
+The script reads a training output folder of `bert_tf.run_classifier` / `bert_tf.run_squad`
+(`--init_checkpoint=<output_dir>` or a `ckpt-<step>` in it) with no other flag: beside the
+checkpoints lie `bert_config.json`, `vocab.txt` and `task_info.json` (the task, its labels in
+order or regression, single sentence or pair, `do_lower_case`, `max_seq_length`; for SQuAD
+the decoding options), which give `--task` and the defaults of `--label_names`,
+`--regression`, `--single_segment`, `--do_lower_case`, `--max_seq_length`, `--doc_stride`,
+`--max_query_length`, `--max_answer_length`, `--version_2_with_negative` and
+`--null_score_diff_threshold`. Flags given explicitly override them; one that cannot fit the
+trained model (another number of labels, regression vs classes, a vocab of another size,
+`--max_seq_length` above the config's `max_position_embeddings`) is a one-line error naming the
+flag and the file.
 
 Example:
 
     python -m serving.export --task=encoder --init_checkpoint=$HOME/.cache/bert_tfx/minilm \
         --export_dir=/models/bert_encoder --max_seq_length=128
     # -> /models/bert_encoder/1 (the next free version)
+    python -m bert_tf.run_classifier --task_name=sst-2 --output_dir=out/sst2 ...
+    python -m serving.export --task=classifier --init_checkpoint=out/sst2 --export_dir=models/sst2
 """
 
 from __future__ import annotations
@@ -62,6 +83,10 @@ _ENCODER_WARMUP = [["A man is eating food."], ["Hello world!", "BERT in TF Servi
 _PAIR_WARMUP = [
     {"text_a": ["The movie was great."], "text_b": [""]},
     {"text_a": ["Is it sunny?", "A dog runs."], "text_b": ["Yes, it is.", ""]},
+]
+_SINGLE_WARMUP = [
+    {"text_a": ["The movie was great."]},
+    {"text_a": ["Is it sunny?", "A dog runs."]},
 ]
 _SQUAD_WARMUP = [
     {"question": ["Who wrote it?"], "context": ["The book was written by Jane Austen in 1813."]}
@@ -280,13 +305,15 @@ def export_classifier(
     version: int | None = None,
     label_names: Sequence[str] | None = None,
     regression: bool = False,
+    single_segment: bool = False,
 ) -> str:
     """Exports a `BertClassifier` with `serving_default` and `classify` (or `regress`).
 
     `serving_default`: `text_a`, `text_b` -> `logits`, `probabilities` [batch, C] and `label`
     (the name from `label_names`, else the int32 class id); with `regression=True` (a
-    1-output classifier) -> `outputs` [batch]. `classify` / `regress` take serialized
-    tf.Examples (`inputs`) with bytes features `text_a` and optionally `text_b`.
+    1-output classifier) -> `outputs` [batch]. With `single_segment=True` (a model trained on
+    single sentences) `serving_default` takes `text_a` alone. `classify` / `regress` take
+    serialized tf.Examples (`inputs`) with bytes features `text_a` and optionally `text_b`.
     """
     num_classes = classifier.output_shape[-1]
     if regression and num_classes != 1:
@@ -309,10 +336,33 @@ def export_classifier(
         features = tf.io.parse_example(inputs, spec)
         return logits_of(features["text_a"], features["text_b"])
 
-    if regression:
+    def serve_outputs(logits):
+        if regression:
+            return {"outputs": logits[:, 0]}
+        ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        label = tf.gather(names, ids) if label_names is not None else ids
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label": label}
+
+    if single_segment:
+        # As run_classifier's input pipeline packs a single-sentence task: `text_a` alone.
+        def serve(text_a):
+            features = preprocessor(text_a)
+            return serve_outputs(tf.cast(classifier(features, training=False), tf.float32))
+
+        serve_spec = [tf.TensorSpec([None], tf.string, name="text_a")]
+        warmup_inputs = _SINGLE_WARMUP
+    else:
 
         def serve(text_a, text_b):
-            return {"outputs": logits_of(text_a, text_b)[:, 0]}
+            return serve_outputs(logits_of(text_a, text_b))
+
+        serve_spec = [
+            tf.TensorSpec([None], tf.string, name="text_a"),
+            tf.TensorSpec([None], tf.string, name="text_b"),
+        ]
+        warmup_inputs = _PAIR_WARMUP
+
+    if regression:
 
         def regress(inputs):
             return {"outputs": parse(inputs)[:, 0]}
@@ -321,28 +371,18 @@ def export_classifier(
         method = tf.saved_model.REGRESS_METHOD_NAME
     else:
 
-        def serve(text_a, text_b):
-            logits = logits_of(text_a, text_b)
-            ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            label = tf.gather(names, ids) if label_names is not None else ids
-            return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label": label}
-
         def classify(inputs):
             scores = tf.nn.softmax(parse(inputs))
             return {"classes": tf.tile(names[None], [tf.shape(scores)[0], 1]), "scores": scores}
 
         examples_key, examples_fn = "classify", classify
         method = tf.saved_model.CLASSIFY_METHOD_NAME
-    serve_spec = [
-        tf.TensorSpec([None], tf.string, name="text_a"),
-        tf.TensorSpec([None], tf.string, name="text_b"),
-    ]
     examples_spec = [tf.TensorSpec([None], tf.string, name="inputs")]
     archive = _archive(
         [classifier, preprocessor],
         {"serving_default": (serve, serve_spec), examples_key: (examples_fn, examples_spec)},
     )
-    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in _PAIR_WARMUP]
+    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in warmup_inputs]
     return _write_version(
         archive,
         export_dir,
@@ -587,7 +627,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called when the module runs as a program, never on import, so tests and other scripts can
     import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
     """
-    flags.DEFINE_enum("task", None, TASKS, "What to export.", flag_values=flag_values)
+    flags.DEFINE_enum(
+        "task",
+        None,
+        TASKS,
+        "What to export (default: the task in task_info.json beside --init_checkpoint).",
+        flag_values=flag_values,
+    )
     flags.DEFINE_string(
         "init_checkpoint",
         None,
@@ -609,11 +655,16 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_bool(
         "do_lower_case",
         True,
-        "Lowercase and strip accents (uncased models).",
+        "Lowercase and strip accents (uncased models); default: task_info.json's beside "
+        "--init_checkpoint, else True.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "max_seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.", flag_values=flag_values
+        "max_seq_length",
+        128,
+        "Tokens per sequence, [CLS]/[SEP] included (default: task_info.json's beside "
+        "--init_checkpoint, else 128).",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "export_dir", None, "The model's base path: <base>/<model_name>.", flag_values=flag_values
@@ -628,10 +679,20 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_list(
-        "label_names", None, "Classifier class names, comma-separated.", flag_values=flag_values
+        "label_names",
+        None,
+        "Classifier class names, comma-separated (default: task_info.json's labels).",
+        flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "regression", False, "Classifier is a 1-output regression model.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "single_segment",
+        False,
+        "Classifier of a single-sentence task: serving_default takes text_a alone "
+        "(default: from task_info.json beside --init_checkpoint, else text_a and text_b).",
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "doc_stride", 128, "SQuAD: tokens between window starts.", flag_values=flag_values
@@ -662,48 +723,121 @@ def _num_classes(num_labels: int | None, label_names: list[str] | None, regressi
     return num_classes
 
 
+# Defaults of the options a training folder's task_info.json may give.
+_OPTION_DEFAULTS = {
+    "do_lower_case": True,
+    "max_seq_length": 128,
+    "single_segment": False,
+    "doc_stride": 128,
+    "max_query_length": 64,
+    "max_answer_length": 30,
+    "version_2_with_negative": False,
+    "null_score_diff_threshold": 0.0,
+}
+
+
+def _classifier_head(
+    info_path: str,
+    info: dict,
+    num_labels: int | None,
+    label_names: list[str] | None,
+    regression: bool | None,
+) -> tuple[list[str] | None, bool]:
+    """(label names, regression) of a classifier described by `info`; flags must fit its head."""
+    trained_regression = bool(info.get("regression"))
+    trained_labels = [] if trained_regression else list(info.get("labels") or [])
+    trained = "a regression model" if trained_regression else f"labels {trained_labels}"
+    if regression is not None and regression != trained_regression:
+        flag = "--regression" if regression else "--noregression"
+        raise ValueError(f"{flag} but {info_path} describes {trained}")
+    expected = 1 if trained_regression else len(trained_labels)
+    if num_labels is not None and num_labels != expected:
+        raise ValueError(f"--num_labels={num_labels} but {info_path} describes {trained}")
+    if label_names and len(label_names) != expected:
+        raise ValueError(
+            f"--label_names has {len(label_names)} names but {info_path} describes {trained}"
+        )
+    return (label_names or trained_labels or None), trained_regression
+
+
 def build_and_export(
-    task: str,
+    task: str | None,
     init_checkpoint: str,
     export_dir: str,
     bert_config_file: str | None = None,
     vocab_file: str | None = None,
-    do_lower_case: bool = True,
-    max_seq_length: int = 128,
+    do_lower_case: bool | None = None,
+    max_seq_length: int | None = None,
     version: int | None = None,
     num_labels: int | None = None,
     label_names: list[str] | None = None,
-    regression: bool = False,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
-    max_answer_length: int = 30,
-    version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
+    regression: bool | None = None,
+    doc_stride: int | None = None,
+    max_query_length: int | None = None,
+    max_answer_length: int | None = None,
+    version_2_with_negative: bool | None = None,
+    null_score_diff_threshold: float | None = None,
+    single_segment: bool | None = None,
 ) -> str:
     """Builds the `task` model, loads `init_checkpoint` and exports it (the script's work).
 
-    Raises ValueError (naming the flag) on bad arguments.
+    Options left None come from the `task_info.json` beside `init_checkpoint` (a run_classifier
+    / run_squad output folder; `task` too), else from the flags' defaults; given ones override
+    it. Raises ValueError (naming the flag, and the file it disagrees with) on bad arguments.
     """
     from bert_tf.encoder import build_encoder
     from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
 
+    info_path, info = checkpoints.read_task_info(init_checkpoint) or ("", {})
+    if task is None:
+        if not info:
+            raise ValueError(
+                f"--task is required: no {checkpoints.TASK_INFO_NAME} beside "
+                f"--init_checkpoint={init_checkpoint}"
+            )
+        task = info["task"]
     if task not in TASKS:
         raise ValueError(f"--task: expected one of {list(TASKS)}, got {task!r}")
+    if info and task != "encoder" and task != info["task"]:
+        raise ValueError(f"--task={task} but {info_path} describes a {info['task']} model")
+    if single_segment is not None and task != "classifier":
+        raise ValueError(f"--single_segment: only for --task=classifier, not {task}")
+
+    def option(name: str, value):
+        if value is None:
+            return info.get(name, _OPTION_DEFAULTS[name])
+        if name in info and info[name] != value:
+            logging.warning(
+                "--%s=%s overrides %s=%s of %s", name, value, name, info[name], info_path
+            )
+        return value
+
+    do_lower_case = option("do_lower_case", do_lower_case)
+    seq_length = option("max_seq_length", max_seq_length)
+    config_path = (
+        bert_config_file
+        or checkpoint_file(init_checkpoint, checkpoints.CONFIG_NAME)
+        or checkpoint_file(init_checkpoint, "config.json")
+    )
     config = resolve_config(init_checkpoint, bert_config_file)
-    if not 3 <= max_seq_length <= config.max_position_embeddings:
+    if not 3 <= seq_length <= config.max_position_embeddings:
+        given = "" if max_seq_length is not None else f" (from {info_path})"
         raise ValueError(
             f"--max_seq_length: expected 3..{config.max_position_embeddings} "
-            f"(max_position_embeddings), got {max_seq_length}"
+            f"(max_position_embeddings in {config_path}), got {seq_length}{given}"
         )
-    vocab_file = vocab_file or checkpoint_file(init_checkpoint, "vocab.txt")
+    vocab_source = f"--vocab_file={vocab_file}"
+    if not vocab_file:
+        vocab_file = checkpoint_file(init_checkpoint, checkpoints.VOCAB_NAME)
+        vocab_source = f"--vocab_file: {vocab_file} (beside --init_checkpoint)"
     if not vocab_file:
         raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
-    preprocessor = BertPreprocessor(vocab_file, seq_length=max_seq_length, lower_case=do_lower_case)
+    preprocessor = BertPreprocessor(vocab_file, seq_length=seq_length, lower_case=do_lower_case)
     if preprocessor.tokenizer.vocabulary_size != config.vocab_size:
         raise ValueError(
-            f"--vocab_file={vocab_file} has {preprocessor.tokenizer.vocabulary_size} tokens, "
-            f"the model's vocab_size is {config.vocab_size}"
+            f"{vocab_source} has {preprocessor.tokenizer.vocabulary_size} tokens but "
+            f"{config_path} has vocab_size {config.vocab_size}"
         )
     encoder = build_encoder(config)
     if task == "encoder":
@@ -712,6 +846,11 @@ def build_and_export(
         has_mlm = "cls/predictions/output_bias" in source.shapes
         model = BertPretrainer(encoder) if has_mlm else encoder
     elif task == "classifier":
+        if info:
+            label_names, regression = _classifier_head(
+                info_path, info, num_labels, label_names, regression
+            )
+        regression = bool(regression)
         model = BertClassifier(encoder, _num_classes(num_labels, label_names, regression))
     else:
         model = BertSpanLabeler(encoder)
@@ -720,30 +859,51 @@ def build_and_export(
         return export_encoder(model, preprocessor, export_dir, version)
     if task == "classifier":
         return export_classifier(
-            model, preprocessor, export_dir, version, label_names or None, regression
+            model,
+            preprocessor,
+            export_dir,
+            version,
+            label_names or None,
+            regression,
+            single_segment=bool(option("single_segment", single_segment)),
         )
     return export_squad(
         model,
         preprocessor,
         export_dir,
         version,
-        doc_stride=doc_stride,
-        max_query_length=max_query_length,
-        max_answer_length=max_answer_length,
-        version_2_with_negative=version_2_with_negative,
-        null_score_diff_threshold=null_score_diff_threshold,
+        doc_stride=option("doc_stride", doc_stride),
+        max_query_length=option("max_query_length", max_query_length),
+        max_answer_length=option("max_answer_length", max_answer_length),
+        version_2_with_negative=option("version_2_with_negative", version_2_with_negative),
+        null_score_diff_threshold=option("null_score_diff_threshold", null_score_diff_threshold),
     )
+
+
+# Flags whose default comes from a training folder's task_info.json unless given.
+_INFO_FLAGS = (
+    "do_lower_case",
+    "max_seq_length",
+    "regression",
+    "single_segment",
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "version_2_with_negative",
+    "null_score_diff_threshold",
+)
 
 
 def main(argv: list[str]) -> None:
     del argv
-    for name in ("task", "init_checkpoint", "export_dir"):
+    for name in ("init_checkpoint", "export_dir"):
         if not FLAGS[name].value:
             sys.exit(f"error: --{name} is required")
     if not os.path.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
         FLAGS.init_checkpoint + ".index"
     ):
         sys.exit(f"error: --init_checkpoint={FLAGS.init_checkpoint}: no such checkpoint")
+    given = {name: FLAGS[name].value for name in _INFO_FLAGS if FLAGS[name].present}
     try:
         path = build_and_export(
             FLAGS.task,
@@ -751,17 +911,10 @@ def main(argv: list[str]) -> None:
             FLAGS.export_dir,
             bert_config_file=FLAGS.bert_config_file,
             vocab_file=FLAGS.vocab_file,
-            do_lower_case=FLAGS.do_lower_case,
-            max_seq_length=FLAGS.max_seq_length,
             version=FLAGS.version,
             num_labels=FLAGS.num_labels,
             label_names=FLAGS.label_names,
-            regression=FLAGS.regression,
-            doc_stride=FLAGS.doc_stride,
-            max_query_length=FLAGS.max_query_length,
-            max_answer_length=FLAGS.max_answer_length,
-            version_2_with_negative=FLAGS.version_2_with_negative,
-            null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+            **given,
         )
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")

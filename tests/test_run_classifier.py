@@ -87,7 +87,9 @@ def test_train_eval_predict_tiny_model(polarity_dir, minilm_dir, tmp_path):
     assert set(result) == {"eval_accuracy", "eval_loss", "global_step"}
     assert 0 <= result["eval_accuracy"] <= 1 and np.isfinite(result["eval_loss"])
     assert result["global_step"] == 20  # 160 examples / 16 * 2 epochs
-    probabilities = np.loadtxt(tmp_path / "test_results.tsv", delimiter="\t")
+    results = tmp_path / "test_results.tsv"
+    assert results.read_text().splitlines()[0] == "neg\tpos"  # header: the labels in order
+    probabilities = np.loadtxt(results, delimiter="\t", skiprows=1)
     assert probabilities.shape == (40, 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
     assert (tmp_path / "ckpt-20.index").exists()

@@ -26,7 +26,9 @@
 - a non-finite loss stops training with `FloatingPointError` before anything is saved;
 - logs (absl) every `log_every_steps`: step, learning rate, loss, metrics, examples/s, ETA; the same
   go to TensorBoard (`output_dir`), `training_log.json` and `training_curve.png`, rewritten on each
-  checkpoint and at the end.
+  checkpoint and at the end (atomically, through `bert_tf.fileio`);
+- every file in `output_dir` gets the permissions a plain `open()` gives (0666 minus the umask;
+  TF writes the checkpoints that way too), so a model server running as another user can read it.
 
 Example:
 
@@ -58,6 +60,7 @@ trainer.train(data.repeat().batch(8, drop_remainder=True), num_train_steps=100)
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -66,14 +69,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, fileio
 
 # Defined in flags_util: defining the flags needs no TensorFlow import.
 from bert_tf.flags_util import STRATEGIES, TPU_ONLY_FLAGS, strategy_name
@@ -167,15 +170,6 @@ def _batch_size(dataset: tf.data.Dataset) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}{path.suffix}")
-    try:
-        write(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 class Trainer:
     """Trains `model` with `optimizer` on `loss_fn`; see the module docstring.
 
@@ -245,6 +239,8 @@ class Trainer:
         # A plain host variable (outside the scope, so `int()` reads it under any strategy):
         # it is only updated outside `strategy.run`, identically on every worker.
         self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        # The trainable variables the loss reaches, set when the step is first traced.
+        self._trained_variables: list | None = None
         self._gradients_fn = (
             tf.function(self._gradients, jit_compile=True) if jit_compile else self._gradients
         )
@@ -261,7 +257,17 @@ class Trainer:
             scaled = loss / self.strategy.num_replicas_in_sync
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 scaled = self.optimizer.scale_loss(scaled)
-        return loss, metrics, tape.gradient(scaled, variables)
+        grads = tape.gradient(scaled, variables)
+        if self._trained_variables is None:  # once, while tracing: the loss's variables
+            self._trained_variables = [
+                v for v, g in zip(variables, grads, strict=True) if g is not None
+            ]
+            unused = [v.path for v, g in zip(variables, grads, strict=True) if g is None]
+            if unused:
+                # E.g. the pooler under a SQuAD loss. Left unchanged, as google-research's
+                # optimizer leaves a variable without a gradient (Keras would warn per step).
+                logging.info("no gradient from the loss, not trained: %s", ", ".join(unused))
+        return loss, metrics, [g for g in grads if g is not None]
 
     def _replica_step(self, batch):
         gradients_fn = self._gradients_fn
@@ -291,7 +297,7 @@ class Trainer:
             )
         if self.strategy.num_replicas_in_sync > 1 and self._global_clipnorm:
             grads = self._clip_across_replicas(grads)
-        self.optimizer.apply(grads, self.model.trainable_variables)
+        self.optimizer.apply(grads, self._trained_variables)
         return {"loss": loss, **metrics}
 
     def _clip_across_replicas(self, grads):
@@ -502,16 +508,17 @@ class Trainer:
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
             "history": history,
         }
-        _atomic_write(
-            self.output_dir / LOG_FILE,
-            lambda p: Path(p).write_text(json.dumps(log, indent=1) + "\n"),
-        )
+        # Atomic, with default permissions (0666 minus the umask) like the checkpoints.
+        fileio.atomic_write_text(self.output_dir / LOG_FILE, json.dumps(log, indent=1) + "\n")
         if history:
-            _atomic_write(self.output_dir / CURVE_FILE, lambda p: plot_history(history, p))
+            png = io.BytesIO()
+            plot_history(history, png)
+            fileio.atomic_write_bytes(self.output_dir / CURVE_FILE, png.getvalue())
 
 
-def plot_history(history: list[dict], path: str) -> None:
-    """One panel per logged value (loss first) against the step, saved as a PNG."""
+def plot_history(history: list[dict], path: str | os.PathLike | BinaryIO) -> None:
+    """One panel per logged value (loss first) against the step, saved as a PNG (a path or a
+    binary file object)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on training machines

@@ -1,6 +1,7 @@
 """The shared training loop: accumulation, resume, NaN stop, checkpoint atomicity, logs."""
 
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -80,6 +81,42 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     assert int(trainer.global_step) == 3
     with pytest.raises(ValueError, match="must divide the per-replica batch size 8"):
         _train(tmp_path / "bad", 1, accumulation=3)
+
+
+def _sequence_loss_fn(model, batch):
+    """A loss of the encoder's sequence output only (like SQuAD's): the pooler gets no gradient."""
+    ids, y = batch
+    inputs = {"input_word_ids": ids, "input_mask": tf.ones_like(ids), "input_type_ids": ids * 0}
+    sequence = model.encoder(inputs, training=True)["sequence_output"]
+    loss = tf.reduce_mean(tf.square(tf.reduce_mean(sequence, axis=[1, 2]) - y))
+    return loss, {}
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_variables_without_gradients_stay_unchanged_without_warnings(
+    tmp_path, accumulation, caplog
+):
+    """google's optimizer skips a variable the loss does not reach; Keras warned "Gradients do
+    not exist" each step, and gradient accumulation failed on the missing gradient."""
+    training.set_seed(7)
+    model = _model(0.0)
+    pooler = {w.path for w in model.trainable_weights if "pooler" in w.path}
+    assert pooler
+    before = {w.path: w.numpy().copy() for w in model.trainable_weights}
+    trainer = training.Trainer(
+        model,
+        create_optimizer(1e-2, num_train_steps=STEPS, num_warmup_steps=1),
+        _sequence_loss_fn,
+        tmp_path,
+        gradient_accumulation_steps=accumulation,
+        steps_per_loop=2,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Keras's "Gradients do not exist" is a UserWarning
+        trainer.train(_dataset(), 2)
+    for w in model.trainable_weights:
+        moved = not np.array_equal(w.numpy(), before[w.path])
+        assert moved == (w.path not in pooler and "classifier" not in w.path), w.path
 
 
 def test_non_finite_loss_stops_before_checkpointing(tmp_path):

@@ -36,7 +36,9 @@ from bert_tf.masking import restore_original_ids
 from bert_tf.tokenization import BertPreprocessor, SpecialTokenIds, load_vocab
 from tfx_pipeline import run
 
-pytestmark = pytest.mark.slow
+# A fixture runs a whole pipeline (10-15 min on a loaded 2-core machine): more than pytest's
+# default 900 s per test, which covers fixture setup.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 # The demo's pipeline options (`--name=value`); the Transform checks use its sequence sizes.
 DEMO_OPTIONS = dict(option[2:].split("=", 1) for option in demo.PIPELINE_OPTIONS)

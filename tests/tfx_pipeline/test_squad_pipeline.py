@@ -18,7 +18,9 @@ import pytest
 from bert_tf import squad
 from tfx_pipeline import run
 
-pytestmark = pytest.mark.slow
+# A fixture runs a whole pipeline (10-15 min on a loaded 2-core machine): more than pytest's
+# default 900 s per test, which covers fixture setup.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 TESTDATA = Path(__file__).parent.parent / "testdata"
 MODEL_NAME = "squad"

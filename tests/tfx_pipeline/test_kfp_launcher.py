@@ -1,10 +1,8 @@
 """The compiled Kubeflow Pipelines v2 spec runs: every container task of the pretraining pipeline
 (tiny sizes) executed in DAG order as KFP's launcher would run it (kfp_launcher.py: executor input
 built from the spec, placeholders resolved, `gs://` as a local folder, outputs fed downstream),
-the project's virtualenv standing in for the image. The pushed model answers raw text. (A run
-against an already-served version is test_serving_baseline's: its evaluators compare with a pushed
-version and write TFX's blessing keys, one component at a time; a second launcher run of ~10 min
-would add nothing but time.)
+the project's virtualenv standing in for the image. The pushed model answers raw text; a second
+run's evaluator compares against the first run's push (ServingBaseline).
 
 The harness's own placeholder resolution, DAG ordering, importer and output passing are checked
 fast on a hand-written spec whose containers are small Python scripts.
@@ -397,6 +395,15 @@ def first_run(compiled):
     return run
 
 
+@pytest.fixture(scope="module")
+def second_run(compiled, first_run):
+    """The same spec again (a new run id: fresh task roots), same serving folder."""
+    launcher, _ = compiled
+    run = launcher.run("run-2")
+    print(f"  [kfp] run-2: {run.seconds:.0f} s", flush=True)
+    return run
+
+
 def _local(launcher, uri: str) -> Path:
     return Path(launcher.gcs.local_path(uri))
 
@@ -468,3 +475,32 @@ def test_pushed_model_answers_raw_text_in_a_fresh_process(compiled, first_run, p
         assert 0 < sum(probabilities) <= 1 + 1e-5
     pooled = np.array(answers["pooled"])
     assert pooled.shape == (len(demo.ENCODE_TEXTS), 128) and np.isfinite(pooled).all()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_second_run_compares_against_the_first_push(compiled, first_run, second_run):
+    launcher, model_base_path = compiled
+    assert set(second_run.tasks) == set(first_run.tasks)
+    first_version = _versions(model_base_path)[0]
+    first_root = first_run.tasks["Trainer"].artifact("model")["uri"]
+    assert second_run.tasks["Trainer"].artifact("model")["uri"] != first_root  # fresh roots
+
+    baseline = second_run.tasks["ServingBaseline"].artifact("baseline_model")
+    assert baseline["metadata"]["is_candidate"] == 0
+    assert baseline["metadata"]["baseline_version"] == first_version
+    assert baseline["metadata"]["baseline_source"] == (
+        f"gs://{BUCKET}/serving/{model_base_path.name}/{first_version}"
+    )
+    report = _report(launcher, second_run)
+    assert report["baseline_model"]["version"] == first_version
+    assert set(report["baseline"]) >= {"masked_lm_accuracy", "next_sentence_accuracy"}
+
+    blessing = second_run.tasks["PretrainingEvaluator"].artifact("blessing")["metadata"]
+    # TFX's blessing keys: baseline_model (uri) and baseline_model_id (the artifact's name).
+    assert blessing["baseline_model"] == baseline["uri"]
+    assert blessing["baseline_model_id"] == baseline["name"]
+    # Pushed again only if blessed against that baseline.
+    pushed = second_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
+    assert pushed["pushed"] == blessing["blessed"] == report["blessed"]
+    assert len(_versions(model_base_path)) == 1 + int(report["blessed"])

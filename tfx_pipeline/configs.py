@@ -1,14 +1,25 @@
 """Defaults of the pipelines: names, module functions, Beam args and every tunable option.
 
 `PretrainingOptions` / `ClassificationOptions` / `SquadOptions` hold what the components are
-configured with; `run.py` flags of the same names override them. Options that reach a module
-function travel in the component's `custom_config` (plain JSON values), so a changed option also
-changes the cache key.
+configured with; `run.py` defines one flag per field, of the same name (`option_specs()`: help,
+allowed values and each pipeline's default come from the field's `option(...)` here, the one
+place an option is described). Options that reach a module function travel in the component's
+`custom_config` (plain JSON values), so a changed option also changes the cache key.
+
+Training length: pretraining trains `train_steps` steps (default 10,000); fine-tuning
+(classify, squad) trains `num_train_epochs` passes over the training examples (default 3, as
+google-research's `run_classifier.py` / `run_squad.py`): the Trainer computes
+ceil(epochs × train examples / train_batch_size) steps once ExampleGen has counted them; a
+`train_steps` above 0 overrides that.
+
+This module imports nothing heavy (no TensorFlow, no TFX): `python -m tfx_pipeline.run` checks
+its flags against it before importing those.
 
 Example:
 
     from tfx_pipeline import configs
     options = configs.PretrainingOptions(preset="tiny", train_steps=20, max_seq_length=64)
+    configs.check_options("pretrain", options)  # [] (or one line per bad value)
 """
 
 from __future__ import annotations
@@ -16,6 +27,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from pathlib import Path
+from typing import Any
+
+from bert_tf.configs import PRESETS
+from bert_tf.flags_util import STRATEGIES
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
@@ -38,71 +53,253 @@ IMAGE_VOCAB_FILE = IMAGE_CACHE_DIR + "/minilm/vocab.txt"
 # Beam DirectRunner on every core of the machine; Dataflow/Flink/Spark args replace these.
 DEFAULT_BEAM_PIPELINE_ARGS = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
 
+# bert_tf.training.PRECISIONS (that module imports TensorFlow; a test keeps the two equal).
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def option(
+    default: Any,
+    help: str = "",
+    *,
+    choices: tuple = (),
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+):
+    """A dataclass field that is also a `tfx_pipeline.run` flag: its help text (given once, where
+    the option first appears; a subclass that only changes the default writes a plain default),
+    allowed values, and bounds (`minimum`/`maximum` inclusive, `above` exclusive)."""
+    metadata = {"help": help, "choices": tuple(choices)}
+    metadata.update(minimum=minimum, maximum=maximum, above=above)
+    return dataclasses.field(default=default, metadata=metadata)
+
 
 @dataclasses.dataclass
 class TrainingOptions:
-    """Trainer options shared by both pipelines (see `bert_tf.training.Trainer`)."""
+    """Trainer options shared by all pipelines (see `bert_tf.training.Trainer`)."""
 
-    preset: str = "base"
-    train_steps: int = 10_000
-    eval_steps: int = 0  # evaluator batches; 0 = the whole eval split
-    train_batch_size: int = 32
-    eval_batch_size: int = 32
-    learning_rate: float = 1e-4
-    warmup_proportion: float = 0.1
-    precision: str = "float32"  # or mixed_float16 / mixed_bfloat16
-    jit_compile: bool = False  # XLA
-    distribution_strategy: str = "one_device"
-    steps_per_loop: int = 100
-    random_seed: int = 12345
-    max_seq_length: int = 128
-    do_lower_case: bool = True
+    preset: str = option(
+        "base",
+        "BERT size when the model is not warm-started from a checkpoint with its own config "
+        "(pretrain; classify/squad use the --init_checkpoint's config when it has one)",
+        choices=tuple(PRESETS),
+    )
+    train_steps: int = option(
+        0,
+        "Training steps. classify/squad: 0 trains --num_train_epochs epochs instead "
+        "(ceil(epochs x training examples / --train_batch_size), counted after ExampleGen)",
+        minimum=0,
+    )
+    eval_steps: int = option(
+        0,
+        "Batches the pretraining evaluator scores (0: the whole eval split; the classify and "
+        "squad evaluators always score all of it)",
+        minimum=0,
+    )
+    train_batch_size: int = option(32, "Training batch size", minimum=1)
+    eval_batch_size: int = option(32, "Evaluation batch size (the evaluators')", minimum=1)
+    learning_rate: float = option(
+        1e-4, "Peak learning rate (linear warmup, then linear decay to 0)", above=0
+    )
+    warmup_proportion: float = option(
+        0.1,
+        "Fraction of the training steps with a linear learning-rate warmup",
+        minimum=0,
+        maximum=1,
+    )
+    precision: str = option("float32", "Keras dtype policy of the model", choices=PRECISIONS)
+    jit_compile: bool = option(False, "Compile the training step with XLA")
+    distribution_strategy: str = option(
+        "one_device", "tf.distribute strategy of the Trainer", choices=STRATEGIES
+    )
+    steps_per_loop: int = option(
+        100, "Training steps per call of the compiled loop (and between progress lines)", minimum=1
+    )
+    random_seed: int = option(12345, "Seed of initialization, shuffling and masking")
+    max_seq_length: int = option(
+        128, "Tokens per sequence after WordPiece, [CLS] and [SEP] included", minimum=3
+    )
+    do_lower_case: bool = option(True, "Lowercase and strip accents (uncased models)")
 
 
 @dataclasses.dataclass
 class PretrainingOptions(TrainingOptions):
     """create_pretraining_data's options, plus the evaluator's blessing thresholds."""
 
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    do_whole_word_mask: bool = False
-    dupe_factor: int = 10
-    short_seq_prob: float = 0.1
-    init_checkpoint: str = ""  # optional warm start (any format load_pretrained reads)
-    min_masked_lm_accuracy: float = 0.0
-    min_next_sentence_accuracy: float = 0.0
-    max_decrease: float = 0.01  # allowed accuracy drop below the model serving now
+    train_steps: int = 10_000
+    max_predictions_per_seq: int = option(
+        20, "Masked-LM predictions per sequence at most", minimum=1
+    )
+    masked_lm_prob: float = option(0.15, "Fraction of the tokens masked", above=0, maximum=1)
+    do_whole_word_mask: bool = option(False, "Mask whole words (all their WordPieces) at once")
+    dupe_factor: int = option(
+        10, "Passes over the corpus, each with different sentence pairs and masks", minimum=1
+    )
+    short_seq_prob: float = option(
+        0.1, "Probability of a shorter target length for a pair", minimum=0, maximum=1
+    )
+    init_checkpoint: str = option(
+        "", "Optional warm start (any checkpoint format load_pretrained reads)"
+    )
+    min_masked_lm_accuracy: float = option(
+        0.0, "Blessing: the held-out masked-LM accuracy must reach this"
+    )
+    min_next_sentence_accuracy: float = option(
+        0.0, "Blessing: the held-out next-sentence accuracy must reach this"
+    )
+    max_decrease: float = option(
+        0.01,
+        "Blessing: largest allowed drop of the blessing metric(s) below the model serving now "
+        "(same eval data)",
+    )
 
 
 @dataclasses.dataclass
-class ClassificationOptions(TrainingOptions):
+class FineTuningOptions(TrainingOptions):
+    """Fine-tuning options shared by the classification and SQuAD pipelines."""
+
+    num_train_epochs: float = option(
+        3.0,
+        "Epochs over the training examples when --train_steps is 0 (the default); may be "
+        "fractional",
+        above=0,
+    )
+
+
+@dataclasses.dataclass
+class ClassificationOptions(FineTuningOptions):
     """Fine-tuning options; the task's reader is `bert_tf.glue`'s."""
 
-    task_name: str = "sst-2"
+    task_name: str = option(
+        "sst-2",
+        "bert_tf.glue task: its file layout, labels and official metrics (text_classification: "
+        "train/dev .tsv or .csv with a header)",
+    )
     learning_rate: float = 2e-5
-    # Blessing: the task's main metric (its first `bert_tf.glue` metric: accuracy, f1, mcc or
-    # pearson) must reach min_metric and may drop at most max_decrease below the serving model's.
-    min_metric: float = 0.0
+    min_metric: float = option(
+        0.0,
+        "Blessing: the task's main metric (its first bert_tf.glue metric: accuracy, f1, mcc or "
+        "pearson) on the dev file must reach this",
+    )
     max_decrease: float = 0.01
 
 
 @dataclasses.dataclass
-class SquadOptions(TrainingOptions):
+class SquadOptions(FineTuningOptions):
     """SQuAD fine-tuning: google-research `run_squad.py`'s window options and defaults."""
 
     learning_rate: float = 5e-5
     max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    # v2.0: the pushed model answers "" when its null score beats the best span by more than
-    # this (google-research `run_squad.py`'s flag and default).
-    null_score_diff_threshold: float = 0.0
-    # Blessing: the official F1 (percent) on the dev file must reach min_f1 and may drop at
-    # most max_f1_decrease points below the serving model's on the same file.
-    min_f1: float = 0.0
-    max_f1_decrease: float = 1.0
+    doc_stride: int = option(128, "Tokens between the starts of a context's windows", minimum=1)
+    max_query_length: int = option(64, "Question tokens kept at most", minimum=1)
+    max_answer_length: int = option(30, "Answer tokens at most (serving)", minimum=1)
+    version_2_with_negative: bool = option(
+        False, 'SQuAD v2.0: questions may have no answer (the model may answer "")'
+    )
+    null_score_diff_threshold: float = option(
+        0.0,
+        'v2.0: the pushed model answers "" when its null score beats the best span by more '
+        "than this (google-research run_squad.py's flag and default)",
+    )
+    min_f1: float = option(
+        0.0, "Blessing: the official F1 (percent) on the dev file must reach this"
+    )
+    max_f1_decrease: float = option(
+        1.0, "Blessing: largest allowed F1 drop (points) below the model serving now"
+    )
+
+
+# --pipeline value -> its options.
+PIPELINE_OPTIONS: dict[str, type[TrainingOptions]] = {
+    "pretrain": PretrainingOptions,
+    "classify": ClassificationOptions,
+    "squad": SquadOptions,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionSpec:
+    """One option across the pipelines: what `tfx_pipeline.run` makes a flag of."""
+
+    name: str
+    type: str  # "int", "float", "bool" or "str"
+    help: str
+    defaults: dict[str, Any]  # pipeline -> default, for the pipelines that have the option
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+
+    def flag_help(self) -> str:
+        """The help line: what it is, allowed values, each pipeline's default."""
+        text = self.help.rstrip(".")
+        if self.choices:
+            text += f"; one of {', '.join(map(str, self.choices))}"
+        values = {_shown(v) for v in self.defaults.values()}
+        if len(values) == 1 and len(self.defaults) == len(PIPELINE_OPTIONS):
+            text += f" (default: {values.pop()})"
+        else:
+            shown = ", ".join(f"{p} {_shown(v)}" for p, v in self.defaults.items())
+            if len(self.defaults) < len(PIPELINE_OPTIONS):
+                text += " (only --pipeline=" + "/".join(self.defaults) + f"; default: {shown})"
+            else:
+                text += f" (default: {shown})"
+        return text + "."
+
+    def check(self, value: Any) -> str | None:
+        """Why `value` is not allowed (a phrase), or None."""
+        if self.choices and value not in self.choices:
+            return f"expected one of {', '.join(map(str, self.choices))}"
+        if self.minimum is not None and value < self.minimum:
+            return f"must be at least {_shown(self.minimum)}"
+        if self.maximum is not None and value > self.maximum:
+            return f"must be at most {_shown(self.maximum)}"
+        if self.above is not None and value <= self.above:
+            return f"must be above {_shown(self.above)}"
+        return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return repr(value) if value == "" else value
+    return str(value)
+
+
+def option_specs() -> dict[str, OptionSpec]:
+    """Every option of the pipelines' dataclasses, in field order: the help and checks of the
+    field that declares it with `option(...)`, each pipeline's default."""
+    declared: dict[str, dict] = {}
+    defaults: dict[str, dict[str, Any]] = {}
+    types: dict[str, str] = {}
+    for pipeline, cls in PIPELINE_OPTIONS.items():
+        for field in dataclasses.fields(cls):
+            if field.metadata.get("help"):
+                declared.setdefault(field.name, dict(field.metadata))
+            defaults.setdefault(field.name, {})[pipeline] = field.default
+            types[field.name] = field.type
+    missing = sorted(set(defaults) - set(declared))
+    if missing:  # a field written without option(...): no help to show
+        raise TypeError(f"options without help (declare them with configs.option): {missing}")
+    return {
+        name: OptionSpec(name=name, type=types[name], defaults=defaults[name], **declared[name])
+        for name in defaults
+    }
+
+
+def check_options(pipeline: str, options: TrainingOptions) -> list[str]:
+    """One line per option of `options` whose value is not allowed (empty: all fine)."""
+    specs = option_specs()
+    errors = []
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        why = specs[field.name].check(value)
+        if why:
+            errors.append(f"--{field.name}={_shown(value)}: {why}")
+    if pipeline == "pretrain" and options.train_steps < 1:
+        errors.append(f"--train_steps={options.train_steps}: --pipeline=pretrain needs at least 1")
+    return errors
 
 
 def modules_digest() -> str:

@@ -12,7 +12,9 @@
 Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`. Every
 evaluator's baseline is `ServingBaseline`'s copy of the highest complete version there (what TF
 Serving serves now), so a model worse than the serving one is never pushed; before the first
-push only the thresholds apply.
+push only the thresholds apply. Nor is a model identical to the serving one (a rerun that trained
+again on unchanged data): the Pusher (`serving_baseline.Pusher`) skips it, "same model as
+version N".
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from bert_tf import glue
 from tfx_pipeline import configs
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
-from tfx_pipeline.components.serving_baseline import ServingBaseline
+from tfx_pipeline.components.serving_baseline import Pusher, ServingBaseline
 from tfx_pipeline.components.squad_evaluator import SquadEvaluator
 from tfx_pipeline.components.squad_example_gen import SquadExampleGen
 from tfx_pipeline.components.text_classification_example_gen import TextClassificationExampleGen
@@ -65,7 +67,8 @@ def _evaluate_and_push(
 ) -> list:
     """ServingBaseline (the version serving now under the Pusher's base directory),
     `evaluator_class` scoring the trainer's model against it, and the Pusher of the model it
-    blesses. No MLMD resolver: open-source KFP cannot run one (see ServingBaseline)."""
+    blesses unless that model is the serving one. No MLMD resolver: open-source KFP cannot run
+    one (see ServingBaseline)."""
     base_directory = os.path.join(serving_model_dir, model_name)
     baseline = ServingBaseline(model=trainer.outputs["model"], serving_model_dir=base_directory)
     evaluator = evaluator_class(
@@ -73,9 +76,10 @@ def _evaluate_and_push(
         baseline_model=baseline.outputs["baseline_model"],
         **evaluator_args,
     )
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(  # TFX's, skipping a model identical to the serving one
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        baseline_model=baseline.outputs["baseline_model"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=base_directory)
         ),
@@ -257,6 +261,7 @@ def create_classification_pipeline(
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         base_model=pretrained.outputs["result"],
+        # 0 (the default): num_train_epochs epochs (trainer_lib.num_train_steps).
         train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
         custom_config=config,
@@ -316,6 +321,7 @@ def create_squad_pipeline(
         run_fn=configs.SQUAD_RUN_FN,
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
+        # 0 (the default): num_train_epochs epochs (trainer_lib.num_train_steps).
         train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
         custom_config=configs.custom_config(options, vocab_file=vocab_file),

@@ -11,24 +11,40 @@ r"""Runs or compiles a BERT TFX pipeline.
         --serving_model_dir=gs://bucket/serving --output_spec_file=pretrain.yaml \
         --gpu_image=gcr.io/p/bert-tfx-gpu --trainer_accelerator=nvidia.com/gpu:1 ...
 
-Runners: `local` (LocalDagRunner with SQLite ML Metadata at --metadata_path, the default),
-`beam` (BeamDagRunner), and two that compile and run nothing, with KubeflowV2DagRunner in the
-pipeline spec 2.1 form: `kubeflow` writes the KFP v2 PipelineSpec YAML that open-source Kubeflow
-Pipelines uploads, `vertex` the PipelineJob JSON that Vertex AI Pipelines submits. Their
+Runners: `local` (LocalDagRunner, the default) and `beam` (BeamDagRunner) run the pipeline with
+SQLite ML Metadata at --metadata_path (default: <pipeline_root>/metadata.sqlite); two others
+compile and run nothing, with KubeflowV2DagRunner in the pipeline spec 2.1 form: `kubeflow`
+writes the KFP v2 PipelineSpec YAML that open-source Kubeflow Pipelines uploads, `vertex` the
+PipelineJob JSON that Vertex AI Pipelines submits. Their
 components run in --image (the Trainer in --gpu_image if set), and they need no credentials or
 network: Transform and Trainer name their functions by import path, which the image has. Without
 --vocab_file the MiniLM (uncased BERT) vocab is used: the fetch cache's locally, the image's
 (`configs.IMAGE_VOCAB_FILE`) on kubeflow/vertex. --beam_pipeline_args (comma-separated) replace
 the default DirectRunner multi-processing args, e.g. with Dataflow's.
+
+Every flag is checked before TensorFlow or TFX is imported (that import alone takes ~30 s): a
+missing, misspelt or out-of-range flag, a flag of another pipeline or runner, or a local file or
+folder that is not there fails at once with a one-line `error: ...`. Option flags (`--preset`,
+`--learning_rate`, ...) are the fields of `configs.PretrainingOptions` / `ClassificationOptions`
+/ `SquadOptions`, with their help and per-pipeline defaults (`--help` shows them).
+
+local/beam: the run's full log (TFX, Beam, TensorFlow) goes to --log_file (default
+<pipeline_root>/logs/run-<time>.log, named at the start and the end); the console shows progress
+(components started and finished, with seconds; training steps), Python warnings and errors,
+then a summary from ML Metadata: each component's state, the evaluator's metrics against its
+thresholds, blessed or not, and where the model was pushed or why not (`tfx_pipeline.summary`).
+--verbose keeps the full log on the console too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 import re
 import sys
+import time
 
 from absl import app, flags
 
@@ -41,17 +57,23 @@ _SPEC_SUFFIXES = {"kubeflow": (".yaml", ".yml"), "vertex": (".json",)}
 # Path flags the pods read or write: the compiling machine's files are not there.
 _PATH_FLAGS = ("data_root", "pipeline_root", "serving_model_dir", "init_checkpoint", "vocab_file")
 _TRAINER_RESOURCE_FLAGS = ("trainer_cpu", "trainer_memory", "trainer_accelerator")
+# Flags of the local/beam runners only.
+_LOCAL_FLAGS = ("metadata_path", "log_file")
 # Kubernetes quantity suffixes in GB, as the KFP SDK's set_memory_limit converts them.
 _MEMORY_GB = {
     **{unit: 1000.0 ** (i - 3) for i, unit in enumerate("KMGTPE", start=1)},
     **{unit + "i": 1024.0**i / 1e9 for i, unit in enumerate("KMGTPE", start=1)},
 }
-# Every field of the options dataclasses is a flag of the same name (default: the dataclass's).
-_OPTION_FIELDS = {
-    f.name: f
-    for cls in (configs.PretrainingOptions, configs.ClassificationOptions, configs.SquadOptions)
-    for f in dataclasses.fields(cls)
-    if f.name not in ("train_steps", "eval_steps", "init_checkpoint")
+# Every field of the options dataclasses is a flag of the same name (default: the dataclass's of
+# the chosen pipeline), except init_checkpoint: a flag of its own (every pipeline takes one).
+_OPTION_SPECS = {
+    name: spec for name, spec in configs.option_specs().items() if name != "init_checkpoint"
+}
+_FLAG_DEFINERS = {
+    "int": "DEFINE_integer",
+    "float": "DEFINE_float",
+    "bool": "DEFINE_boolean",
+    "str": "DEFINE_string",
 }
 
 
@@ -97,7 +119,21 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "metadata_path",
         None,
-        "SQLite ML Metadata file (local/beam runners).",
+        "local/beam: SQLite ML Metadata file (default: <pipeline_root>/metadata.sqlite; "
+        "required when --pipeline_root is remote).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "log_file",
+        None,
+        "local/beam: the run's full log (default: <pipeline_root>/logs/run-<time>.log, or beside "
+        "--metadata_path when the pipeline root is remote).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_boolean(
+        "verbose",
+        False,
+        "local/beam: show the full log on the console too, not only progress and the summary.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -115,12 +151,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "init_checkpoint",
         None,
-        "Checkpoint to start from (required for classify and squad).",
+        "Checkpoint to start from (required for classify and squad; pretrain: optional warm "
+        "start): any format bert_tf's load_pretrained reads (a google-research bert_model.ckpt "
+        "prefix, a folder, ...).",
         flag_values=flag_values,
-    )
-    flags.DEFINE_integer("train_steps", None, "Training steps.", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "eval_steps", None, "Evaluation batches (0: the whole eval split).", flag_values=flag_values
     )
     flags.DEFINE_list(
         "beam_pipeline_args", None, "Beam args, comma-separated.", flag_values=flag_values
@@ -174,19 +208,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "pipeline_name", None, "Pipeline name (default per pipeline).", flag_values=flag_values
     )
-    for field in _OPTION_FIELDS.values():
-        define = {
-            "int": flags.DEFINE_integer,
-            "float": flags.DEFINE_float,
-            "bool": flags.DEFINE_boolean,
-            "str": flags.DEFINE_string,
-        }[field.type]
-        define(
-            field.name,
-            None,
-            f"Option {field.name} (see tfx_pipeline.configs).",
-            flag_values=flag_values,
-        )
+    for spec in _OPTION_SPECS.values():
+        text = spec.flag_help()
+        if spec.name == "task_name":
+            from bert_tf import glue  # light: no TensorFlow
+
+            text += f" Tasks: {', '.join(glue.PROCESSORS)}."
+        define = getattr(flags, _FLAG_DEFINERS[spec.type])
+        define(spec.name, None, text, flag_values=flag_values)
 
 
 def _is_remote(path: str) -> bool:
@@ -281,17 +310,144 @@ def _required(*names):
         )
 
 
+def _local(path: str) -> str:
+    """A local path flag as a path (without a file:// scheme)."""
+    return path.removeprefix("file://")
+
+
+def _exists_locally(path: str) -> bool:
+    """A file or folder, or a TF checkpoint prefix (`bert_model.ckpt` of `.index`/`.data-*`)."""
+    path = _local(path)
+    return os.path.exists(path) or os.path.exists(path + ".index")
+
+
+def _check_data_root() -> None:
+    """local/beam: --data_root is a folder holding what the pipeline's ExampleGen reads."""
+    if _is_remote(FLAGS.data_root):
+        return
+    data_root = _local(FLAGS.data_root)
+    if not os.path.isdir(data_root):
+        sys.exit(f"error: --data_root={data_root}: no such folder")
+    if FLAGS.pipeline == "classify":
+        from bert_tf import glue
+
+        processor = glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)
+        for split in (glue.TRAIN, glue.DEV):
+            try:
+                path = processor.split_file(data_root, split)
+            except FileNotFoundError as e:
+                reason = str(e).removeprefix(f"{data_root}: ")
+                sys.exit(f"error: --data_root={data_root}: {reason}")
+            if not os.path.isfile(path):
+                sys.exit(
+                    f"error: --data_root={data_root}: no {os.path.basename(path)} "
+                    f"(--task_name={processor.name})"
+                )
+    elif FLAGS.pipeline == "squad":
+        for pattern in ("train*.json", "dev*.json"):
+            if not glob.glob(os.path.join(data_root, pattern)):
+                sys.exit(f"error: --data_root={data_root}: no {pattern} file")
+    elif not any(os.scandir(data_root)):
+        sys.exit(f"error: --data_root={data_root}: empty folder")
+
+
+def metadata_path() -> str:
+    """local/beam: --metadata_path, or its default <pipeline_root>/metadata.sqlite."""
+    return FLAGS.metadata_path or os.path.join(FLAGS.pipeline_root, "metadata.sqlite")
+
+
+def log_path(started: float) -> str:
+    """local/beam: --log_file, or <pipeline_root>/logs/run-<time>.log (beside the ML Metadata
+    file when the pipeline root is remote)."""
+    if FLAGS.log_file:
+        return FLAGS.log_file
+    folder = (
+        os.path.dirname(os.path.abspath(metadata_path()))
+        if _is_remote(FLAGS.pipeline_root)
+        else FLAGS.pipeline_root
+    )
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
+    return os.path.join(folder, "logs", f"run-{stamp}.log")
+
+
+def _check_local_flags() -> None:
+    """local/beam: the paths this machine reads are there, ML Metadata can be written."""
+    _check_data_root()
+    for name in ("init_checkpoint", "vocab_file"):
+        value = getattr(FLAGS, name)
+        if value and not _is_remote(value) and not _exists_locally(value):
+            sys.exit(f"error: --{name}={value}: no such file or folder")
+    vocab_file = FLAGS.vocab_file
+    if vocab_file and not _is_remote(vocab_file) and os.path.isdir(_local(vocab_file)):
+        sys.exit(f"error: --vocab_file={FLAGS.vocab_file}: a folder, expected the vocab file")
+    if _is_remote(FLAGS.pipeline_root) and not FLAGS.metadata_path:
+        sys.exit(
+            f"error: --metadata_path required: --pipeline_root={FLAGS.pipeline_root} is remote "
+            "and ML Metadata is a local SQLite file"
+        )
+    if _is_remote(metadata_path()):
+        sys.exit(f"error: --metadata_path={metadata_path()}: must be a local file (SQLite)")
+    for name, path in (("metadata_path", metadata_path()), ("log_file", FLAGS.log_file)):
+        if path and os.path.isdir(path):
+            sys.exit(f"error: --{name}={path}: a folder, expected a file")
+    serving = _local(FLAGS.serving_model_dir)
+    if not _is_remote(serving) and os.path.exists(serving) and not os.path.isdir(serving):
+        sys.exit(f"error: --serving_model_dir={serving}: not a folder")
+
+
+def check_flags() -> dict | None:
+    """Every check that needs no TensorFlow or TFX import: exits with a one-line error on a
+    missing, malformed or misplaced flag. Returns trainer_resources()."""
+    resources = trainer_resources()
+    cluster = FLAGS.runner in CLUSTER_RUNNERS
+    if cluster:
+        check_cluster_flags()
+        given = [f"--{n}" for n in (*_LOCAL_FLAGS, "verbose") if getattr(FLAGS, n)]
+        if given:
+            sys.exit(f"error: {', '.join(given)}: only for --runner=local or beam")
+    else:
+        given = [f"--{n}" for n in (*_TRAINER_RESOURCE_FLAGS, "gpu_image") if getattr(FLAGS, n)]
+        if given:
+            sys.exit(f"error: {', '.join(given)}: only for --runner=kubeflow or vertex")
+    _required("data_root", "pipeline_root", "serving_model_dir")
+    if FLAGS.pipeline != "pretrain":
+        _required("init_checkpoint")
+    cls = configs.PIPELINE_OPTIONS[FLAGS.pipeline]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    foreign = [
+        f"--{name}"
+        for name in _OPTION_SPECS
+        if name not in fields and name in FLAGS and getattr(FLAGS, name) is not None
+    ]
+    if foreign:
+        others = sorted({p for n in foreign for p in _OPTION_SPECS[n[2:]].defaults})
+        sys.exit(
+            f"error: {', '.join(foreign)}: not an option of --pipeline={FLAGS.pipeline} "
+            f"(only of --pipeline={'/'.join(others)})"
+        )
+    errors = configs.check_options(FLAGS.pipeline, _options(cls))
+    if errors:
+        sys.exit("error: " + "; ".join(errors))
+    if FLAGS.pipeline == "classify":
+        from bert_tf import glue
+
+        try:
+            glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+    if not cluster:
+        _check_local_flags()
+    return resources
+
+
 def build_pipeline():
-    """The pipeline the flags describe."""
+    """The pipeline the flags describe (check_flags() first)."""
     from tfx import v1 as tfx
 
     from bert_tf.data import fetch
     from tfx_pipeline import pipeline
 
-    _required("data_root", "pipeline_root", "serving_model_dir")
     cluster = FLAGS.runner in CLUSTER_RUNNERS
-    if not cluster and not os.path.isdir(FLAGS.data_root) and "://" not in FLAGS.data_root:
-        sys.exit(f"error: --data_root: {FLAGS.data_root} is not a folder")
     if FLAGS.vocab_file:
         vocab_file = FLAGS.vocab_file
     elif cluster:
@@ -300,8 +456,7 @@ def build_pipeline():
         vocab_file = str(fetch.path("minilm", "vocab.txt"))
     metadata = None
     if not cluster:
-        _required("metadata_path")
-        metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(FLAGS.metadata_path)
+        metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path())
     common = {
         "pipeline_root": FLAGS.pipeline_root,
         "data_root": FLAGS.data_root,
@@ -314,21 +469,14 @@ def build_pipeline():
     if FLAGS.pipeline_name:
         common["pipeline_name"] = FLAGS.pipeline_name
     if FLAGS.pipeline == "pretrain":
-        options = _options(configs.PretrainingOptions)
         create = pipeline.create_pretraining_pipeline
     else:
-        _required("init_checkpoint")
         common["init_checkpoint"] = FLAGS.init_checkpoint
         if FLAGS.pipeline == "classify":
-            options = _options(configs.ClassificationOptions)
             create = pipeline.create_classification_pipeline
         else:
-            options = _options(configs.SquadOptions)
             create = pipeline.create_squad_pipeline
-    if FLAGS.train_steps is not None:
-        options.train_steps = FLAGS.train_steps
-    if FLAGS.eval_steps is not None:
-        options.eval_steps = FLAGS.eval_steps
+    options = _options(configs.PIPELINE_OPTIONS[FLAGS.pipeline])
     try:
         return create(options=options, **common)
     except ValueError as e:
@@ -393,29 +541,53 @@ def write_spec(job: dict, path: str) -> None:
             json.dump(job, f, indent=2, sort_keys=True)
 
 
+def run_locally() -> None:
+    """local/beam: runs the pipeline, its full log to log_path(), progress and then the
+    summary on the console."""
+    from tfx_pipeline import summary
+
+    started = time.time()
+    log_file = log_path(started)
+    for path in (metadata_path(), log_file):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with summary.RunLog(log_file, verbose=FLAGS.verbose) as run_log:
+        run_log.print(f"full log: {log_file}")
+        run_log.print(f"[{run_log.clock()}] loading TensorFlow and TFX, building the pipeline")
+        tfx_pipeline = None
+        try:
+            tfx_pipeline = build_pipeline()  # TensorFlow/TFX imports: ~30 s
+            if FLAGS.runner == "beam":
+                from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+                BeamDagRunner().run(tfx_pipeline)
+            else:
+                from tfx import v1 as tfx
+
+                tfx.orchestration.LocalDagRunner().run(tfx_pipeline)
+        finally:
+            if tfx_pipeline is not None:
+                run_log.print(
+                    summary.run_summary(
+                        metadata_path(),
+                        tfx_pipeline.pipeline_info.pipeline_name,
+                        [component.id for component in tfx_pipeline.components],
+                        since=started,
+                    )
+                )
+            run_log.print(f"full log: {log_file}")
+
+
 def main(argv):
     del argv
-    resources = trainer_resources()
+    resources = check_flags()
     if FLAGS.runner in CLUSTER_RUNNERS:
-        check_cluster_flags()
-    else:
-        given = [f"--{n}" for n in (*_TRAINER_RESOURCE_FLAGS, "gpu_image") if getattr(FLAGS, n)]
-        if given:
-            sys.exit(f"error: {', '.join(given)}: only for --runner=kubeflow or vertex")
-    tfx_pipeline = build_pipeline()
-    if FLAGS.runner in CLUSTER_RUNNERS:
+        tfx_pipeline = build_pipeline()
         suffix = _SPEC_SUFFIXES[FLAGS.runner][0]
         output = FLAGS.output_spec_file or f"{FLAGS.pipeline}{suffix}"
         write_spec(compile_job(tfx_pipeline, resources), output)
         print(f"wrote {output}")
-    elif FLAGS.runner == "beam":
-        from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-
-        BeamDagRunner().run(tfx_pipeline)
     else:
-        from tfx import v1 as tfx
-
-        tfx.orchestration.LocalDagRunner().run(tfx_pipeline)
+        run_locally()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ folder into the user-code wheel, and this file is library code imported by the m
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,38 @@ def preprocessor(options: dict[str, Any]) -> BertPreprocessor:
         seq_length=options["max_seq_length"],
         lower_case=bool(options["do_lower_case"]),
     )
+
+
+def num_train_steps(fn_args, options: dict[str, Any]) -> int:
+    """The Trainer's step count: `fn_args.train_steps` (its TrainArgs.num_steps) when set, else
+    ceil(num_train_epochs x training examples / train_batch_size), as google-research's
+    run_classifier/run_squad derive it (the examples: the records of `fn_args.train_files`, known
+    only once ExampleGen has run; for SQuAD its doc-stride windows). Logs the result."""
+    if fn_args.train_steps:
+        return int(fn_args.train_steps)
+    epochs = float(options.get("num_train_epochs") or 0)
+    if epochs <= 0:
+        raise ValueError(
+            "no training length: set the Trainer's train_args.num_steps or a positive "
+            "num_train_epochs in its custom_config"
+        )
+    files = sorted(f for pattern in fn_args.train_files for f in tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no training examples match {fn_args.train_files}")
+    # Cached per file: transformed_dataset's own check of the same files walks them once.
+    examples = sum(check_tfrecord_files(files, "GZIP"))
+    if not examples:
+        raise ValueError(f"no training examples in {fn_args.train_files}")
+    batch_size = options["train_batch_size"]
+    steps = max(1, math.ceil(epochs * examples / batch_size))
+    logging.info(
+        "training steps: %d = ceil(%g epochs x %d training examples / batch size %d)",
+        steps,
+        epochs,
+        examples,
+        batch_size,
+    )
+    return steps
 
 
 def warm_start(

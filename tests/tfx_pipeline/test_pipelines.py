@@ -55,6 +55,8 @@ DEMO_FLAGS = (
 # Fine-tuning gate: well above chance (0.5, balanced classes); this run scored 0.67 on the
 # 60 dev sentences (F1 0.67, MCC 0.33; 2026-11-29).
 MIN_DEV_ACCURACY = 0.6
+# Fine-tuning trains epochs (the default is 3): this many make the 60 steps the gate was set on.
+CLASSIFY_EPOCHS = 6.857
 NO_BASELINE = "no model serving yet: baseline comparison skipped"  # blessing.NO_BASELINE
 BEAM_ARGS = "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1"
 PRETRAIN_COMPONENTS = {
@@ -463,7 +465,7 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
         BEAM_ARGS,
         "--task_name=text_classification",
         f"--init_checkpoint={minilm_dir}",
-        "--train_steps=60",
+        f"--num_train_epochs={CLASSIFY_EPOCHS}",  # 60 steps: ceil(6.857 x 140 / 16)
         "--learning_rate=1e-4",
         f"--min_metric={MIN_DEV_ACCURACY}",
     )
@@ -475,6 +477,28 @@ def test_classification_components_all_succeeded(classify, pipeline_helpers):
     assert {n: first_run.get(n) for n in CLASSIFY_COMPONENTS} == dict.fromkeys(
         CLASSIFY_COMPONENTS, "COMPLETE"
     )
+
+
+def test_classification_run_log_and_summary(classify, pipeline_helpers):
+    """The run's full log went to <pipeline_root>/logs/ (with the progress lines and the
+    summary the console showed); the Trainer counted its steps from the epochs."""
+    (log_file,) = glob.glob(str(classify / "pipeline" / "logs" / "run-*.log"))
+    text = Path(log_file).read_text()
+    assert f"full log: {log_file}\n" in text
+    assert (
+        f"training steps: 60 = ceil({CLASSIFY_EPOCHS} epochs x 140 training examples / "
+        "batch size 16)"
+    ) in text
+    assert re.search(r"\n\[\d+:\d\d, [\d.]+ s\] Component Trainer is finished\.\n", text)
+    summary = text[text.rindex("\nbert-classification run ") :]
+    for component in CLASSIFY_COMPONENTS:
+        assert re.search(rf"\n  {component} +COMPLETE +[\d.]+ s\n", summary), component
+    assert re.search(
+        r"\nEvaluator:\n  sparse_categorical_accuracy [\d.]+ \(threshold >= 0.6\)", summary
+    )
+    assert "\nblessed: yes\n" in summary
+    pushed = pipeline_helpers.pushed_model(classify / "serving" / "classify")
+    assert f"\npushed: {pushed}\nfull log: {log_file}\n" in summary
 
 
 def dev_examples(root) -> list:

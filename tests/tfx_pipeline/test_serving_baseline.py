@@ -173,6 +173,9 @@ def test_no_pipeline_compiles_a_resolver_for_kubeflow():
             "outputArtifactKey": "baseline_model",
         }
         assert "gs://bucket/serving/bert" in json.dumps(tasks["ServingBaseline"]["inputs"])
+        # The Pusher reads it too: it skips a candidate identical to the serving version.
+        pusher_input = tasks["Pusher"]["inputs"]["artifacts"]["baseline_model"]
+        assert pusher_input["taskOutputArtifact"]["producerTask"] == "ServingBaseline"
 
 
 @pytest.mark.parametrize(
@@ -591,3 +594,214 @@ def test_tfma_evaluator_compares_with_the_served_model_only(
         assert "baseline_model_id" not in properties
     else:
         assert properties["baseline_model_id"].int_value == 22
+
+
+# --- the model serving now is not pushed again ------------------------------------------------
+
+
+def _export(root: Path, classifier, label_names=("neg", "pos")) -> standard_artifacts.Model:
+    """A Trainer-like Model artifact at `root` holding `classifier`'s export."""
+    from bert_tf.tokenization import BertPreprocessor
+    from serving.export import export_classifier
+    from tfx_pipeline import trainer_lib
+
+    model = standard_artifacts.Model()
+    model.uri = str(root)
+    trainer_lib.export_serving_model(
+        export_classifier,
+        str(root / "Format-Serving"),
+        classifier,
+        BertPreprocessor(VOCAB, seq_length=12),
+        label_names=list(label_names),
+    )
+    return model
+
+
+def _serving(model: standard_artifacts.Model) -> str:
+    return str(Path(model.uri) / "Format-Serving")
+
+
+def _edited(model: standard_artifacts.Model, root: Path, what: str) -> standard_artifacts.Model:
+    """A copy of `model` with its label names changed in the graph (`what="labels"`: the same
+    weights, another model) or one weight changed (`"weights"`: a retrained model)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tfx.utils import io_utils
+
+    copy = standard_artifacts.Model()
+    copy.uri = str(root)
+    io_utils.copy_dir(_serving(model), _serving(copy))
+    if what == "labels":
+        path = Path(_serving(copy), "saved_model.pb")
+        saved_model = saved_model_pb2.SavedModel.FromString(path.read_bytes())
+        (labels,) = [
+            node.attr["value"].tensor
+            for node in saved_model.meta_graphs[0].graph_def.node
+            if node.op == "Const" and list(node.attr["value"].tensor.string_val) == [b"neg", b"pos"]
+        ]
+        labels.string_val[:] = [b"bad", b"good"]
+        path.write_bytes(saved_model.SerializeToString())
+    else:
+        prefix = str(Path(_serving(copy), "variables", "variables"))
+        reader = tf.train.load_checkpoint(prefix)
+        names = sorted(reader.get_variable_to_shape_map())
+        tensors = [reader.get_tensor(name) for name in names]
+        kernel = next(i for i, t in enumerate(tensors) if getattr(t, "ndim", 0) == 2)
+        tensors[kernel] = tensors[kernel] + 0.01  # (some kernels start as zeros)
+        for name in tf.io.gfile.glob(prefix + ".*"):
+            tf.io.gfile.remove(name)
+        tf.raw_ops.SaveV2(
+            prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors
+        )
+    return copy
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory) -> SimpleNamespace:
+    """A tiny classifier's export, `candidate`, and other models: `same`, the same weights
+    exported again (what a rerun of the seeded Trainer on unchanged data writes);
+    `relabelled`, other label names in its graph (the weights unchanged); `retrained`, one
+    weight changed."""
+    from bert_tf.configs import BertConfig
+    from bert_tf.encoder import build_encoder
+    from bert_tf.models import BertClassifier
+
+    root = tmp_path_factory.mktemp("exports")
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    keras.utils.set_random_seed(5)
+    classifier = BertClassifier(build_encoder(config), 2)
+    candidate = _export(root / "candidate", classifier)
+    return SimpleNamespace(
+        candidate=candidate,
+        same=_export(root / "same", classifier),
+        relabelled=_edited(candidate, root / "relabelled", "labels"),
+        retrained=_edited(candidate, root / "retrained", "weights"),
+    )
+
+
+def test_model_digest_is_the_model_not_the_bytes(exports):
+    digest = serving_baseline.model_digest
+    candidate, same = _serving(exports.candidate), _serving(exports.same)
+    # Two exports of one model: saved_model.pb differs (functions are named by process-wide
+    # counters), the digest does not.
+    assert (
+        Path(candidate, "saved_model.pb").read_bytes() != Path(same, "saved_model.pb").read_bytes()
+    )
+    assert digest(candidate) == digest(same) is not None
+    assert digest(_serving(exports.relabelled)) != digest(candidate)  # the graph differs
+    assert digest(_serving(exports.retrained)) != digest(candidate)  # the weights differ
+    assert digest(str(Path(candidate).parent)) is None  # no SavedModel there
+
+
+def _serve_and_push(tmp_path: Path, served: standard_artifacts.Model, candidate):
+    """`served` as version 1 under a Pusher base folder, then ServingBaseline and our Pusher's
+    executor on a blessed `candidate`: (baseline output, pushed_model output, versions)."""
+    from tfx import v1 as tfx
+    from tfx.utils import io_utils, proto_utils
+
+    base = tmp_path / "serving" / "cls"
+    io_utils.copy_dir(_serving(served), str(base / "1"))
+    baseline = standard_artifacts.Model()
+    baseline.uri = str(tmp_path / "baseline_model")
+    serving_baseline.Executor().Do(
+        {"model": [candidate]}, {"baseline_model": [baseline]}, {"serving_model_dir": str(base)}
+    )
+    model_blessing = standard_artifacts.ModelBlessing()
+    model_blessing.uri = str(tmp_path / "blessing")
+    model_blessing.set_int_custom_property("blessed", 1)
+    pushed_model = standard_artifacts.PushedModel()
+    pushed_model.uri = str(tmp_path / "pushed_model")
+    destination = tfx.proto.PushDestination(
+        filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(base))
+    )
+    serving_baseline.PusherExecutor().Do(
+        {"model": [candidate], "model_blessing": [model_blessing], "baseline_model": [baseline]},
+        {"pushed_model": [pushed_model]},
+        {"push_destination": proto_utils.proto_to_json(destination)},
+    )
+    versions = sorted(p.name for p in base.iterdir())
+    return baseline, pushed_model, versions
+
+
+def test_the_serving_model_is_not_pushed_again(exports, tmp_path):
+    baseline, pushed_model, versions = _serve_and_push(tmp_path, exports.same, exports.candidate)
+    assert serving_baseline.same_as_serving(baseline)
+    assert baseline.get_string_custom_property(serving_baseline.CANDIDATE_DIGEST) == (
+        baseline.get_string_custom_property(serving_baseline.BASELINE_DIGEST)
+    )
+    assert serving_baseline.push_decision({"baseline_model": [baseline]}) == (
+        "same model as version 1"
+    )
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(serving_baseline.NOT_PUSHED_REASON) == (
+        "same model as version 1"
+    )
+    assert versions == ["1"]  # no new version
+
+
+@pytest.mark.parametrize("served", ["relabelled", "retrained"])
+def test_a_different_model_is_pushed(exports, tmp_path, served):
+    baseline, pushed_model, versions = _serve_and_push(
+        tmp_path, getattr(exports, served), exports.candidate
+    )
+    assert not serving_baseline.same_as_serving(baseline)
+    assert baseline.get_int_custom_property(serving_baseline.SAME_AS_SERVING) == 0
+    assert serving_baseline.push_decision({"baseline_model": [baseline]}) is None
+    assert pushed_model.get_int_custom_property("pushed") == 1
+    (new,) = [v for v in versions if v != "1"]
+    assert pushed_model.get_string_custom_property("pushed_destination") == str(
+        tmp_path / "serving" / "cls" / new
+    )
+
+
+def test_nothing_serving_yet_pushes_and_not_blessed_says_so(exports, tmp_path):
+    baseline = standard_artifacts.Model()
+    baseline.uri = str(tmp_path / "baseline_model")
+    serving_baseline.Executor().Do(
+        {"model": [exports.candidate]},
+        {"baseline_model": [baseline]},
+        {"serving_model_dir": str(tmp_path / "nothing")},
+    )
+    assert not serving_baseline.same_as_serving(baseline)  # its own copy: not "the same"
+    assert serving_baseline.push_decision({"baseline_model": [baseline]}) is None
+    blessing_artifact = standard_artifacts.ModelBlessing()
+    blessing_artifact.set_int_custom_property("blessed", 0)
+    pushed_model = standard_artifacts.PushedModel()
+    pushed_model.uri = str(tmp_path / "pushed_model")
+    serving_baseline.PusherExecutor().Do(
+        {"model": [exports.candidate], "model_blessing": [blessing_artifact]},
+        {"pushed_model": [pushed_model]},
+        {"push_destination": "{}"},
+    )
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(serving_baseline.NOT_PUSHED_REASON) == (
+        "the model was not blessed"
+    )
+    from tfx_pipeline import summary
+
+    assert summary.NOT_PUSHED_REASON == serving_baseline.NOT_PUSHED_REASON
+
+
+def test_pipelines_push_through_our_pusher_and_fine_tune_for_epochs():
+    for name, tfx_pipeline in _pipelines().items():
+        components = {c.id: c for c in tfx_pipeline.components}
+        pusher = components["Pusher"]
+        assert isinstance(pusher, serving_baseline.Pusher), name
+        assert (
+            pusher.inputs["baseline_model"]
+            is components["ServingBaseline"].outputs["baseline_model"]
+        )
+        trainer = components["Trainer"]
+        train_args = json.loads(trainer.exec_properties["train_args"])
+        config = json.loads(trainer.exec_properties["custom_config"])
+        if name == "pretrain":
+            assert int(train_args["num_steps"]) == 10_000
+        else:  # num_steps 0: the run_fn trains num_train_epochs epochs
+            assert int(train_args.get("num_steps", 0)) == 0
+            assert config["num_train_epochs"] == 3.0

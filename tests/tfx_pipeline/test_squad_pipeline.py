@@ -10,6 +10,7 @@ context into several windows.
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -151,6 +152,20 @@ def test_evaluator_scores_the_pushed_model_like_the_official_script(
     assert report["baseline_model"] == "no model serving yet: baseline comparison skipped"
     assert report["blessed"] and not report["failures"]
     assert pipeline_helpers.blessings(squad_run / "metadata.sqlite") == [1]
+
+
+def test_run_summary_names_the_verdict_and_the_push(squad_run, pipeline_helpers):
+    """The end-of-run summary (in the run's log file, as on the console), from ML Metadata."""
+    (log_file,) = (squad_run / "pipeline" / "logs").glob("run-*.log")
+    text = log_file.read_text()
+    summary = text[text.rindex("\nbert-squad run ") :]
+    for component in COMPONENTS:
+        assert re.search(rf"\n  {component} +COMPLETE +[\d.]+ s\n", summary), component
+    assert re.search(r"\nSquadEvaluator:\n  f1 [\d.]+ \(threshold >= 50\)\n", summary)
+    assert "\n  no model serving yet: baseline comparison skipped\n" in summary
+    assert "\nblessed: yes\n" in summary
+    pushed = pipeline_helpers.pushed_model(squad_run / "serving" / MODEL_NAME)
+    assert f"\npushed: {pushed}\n" in summary
 
 
 def test_kubeflow_runner_compiles_the_squad_pipeline(

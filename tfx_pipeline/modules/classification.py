@@ -38,7 +38,8 @@ def preprocessing_fn(inputs, custom_config):
 
 
 def run_fn(fn_args):
-    """Fine-tunes for `fn_args.train_steps` steps and exports the raw-text classifier."""
+    """Fine-tunes for `trainer_lib.num_train_steps` steps (the custom_config's num_train_epochs
+    unless the Trainer's train_args set a step count), exports the raw-text classifier."""
     import tensorflow_transform as tft  # here: only the Trainer needs it
 
     from serving.export import export_classifier
@@ -65,7 +66,7 @@ def run_fn(fn_args):
         classification_loss_fn(num_classes),
         dataset,
         options,
-        fn_args.train_steps,
+        trainer_lib.num_train_steps(fn_args, options),
         fn_args.model_run_dir,
         init_checkpoint=init_checkpoint,
     )

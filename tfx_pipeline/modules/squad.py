@@ -23,7 +23,8 @@ from tfx_pipeline import trainer_lib
 
 
 def run_fn(fn_args):
-    """Fine-tunes for `fn_args.train_steps` steps and exports the raw-text SQuAD model."""
+    """Fine-tunes for `trainer_lib.num_train_steps` steps (the custom_config's num_train_epochs
+    unless the Trainer's train_args set a step count), exports the raw-text SQuAD model."""
     from serving.export import export_squad
     from tfx_pipeline.components.squad_example_gen import window_feature_spec
 
@@ -51,7 +52,7 @@ def run_fn(fn_args):
         squad.loss_fn,
         dataset,
         options,
-        fn_args.train_steps,
+        trainer_lib.num_train_steps(fn_args, options),
         fn_args.model_run_dir,
         init_checkpoint=init_checkpoint,
     )

@@ -1,0 +1,362 @@
+"""`python -m tfx_pipeline.run`'s flags: checked before TensorFlow/TFX are imported, defaults a new
+user needs none of (ML Metadata path, training length), a help line for every option; the run's
+log file and console progress (`tfx_pipeline.summary.RunLog`); the Trainer's epochs -> steps.
+
+No pipeline runs here (the pipeline tests check the summary of a real run).
+"""
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from absl import flags
+
+from tfx_pipeline import configs, run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def classify_args(tmp_path) -> list[str]:
+    """The README's classify command on folders that exist (a text_classification task)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev"):
+        (data / f"{split}.tsv").write_text("text\tlabel\na fine film\tpos\ndull\tneg\n")
+    checkpoint = tmp_path / "minilm"
+    checkpoint.mkdir()
+    return [
+        "--pipeline=classify",
+        "--task_name=text_classification",
+        f"--data_root={data}",
+        f"--init_checkpoint={checkpoint}",
+        f"--pipeline_root={tmp_path / 'runs/tfx_cls'}",
+        f"--serving_model_dir={tmp_path / 'runs/serving'}",
+        "--model_name=cls",
+    ]
+
+
+def _parsed(*args: str) -> flags.FlagValues:
+    flag_values = flags.FlagValues()
+    run.define_flags(flag_values)
+    flag_values(["run", *args])
+    return flag_values
+
+
+def _check(*args: str) -> str | None:
+    """run.check_flags() on `args`: the one-line error it exits with, or None."""
+    saved, run.FLAGS = run.FLAGS, _parsed(*args)
+    try:
+        run.check_flags()
+    except SystemExit as e:
+        message = str(e.code)
+        assert message.startswith("error: ") and "\n" not in message, message
+        return message
+    finally:
+        run.FLAGS = saved
+    return None
+
+
+# --- A: defaults and checks before the heavy imports --------------------------------------------
+
+
+def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path):
+    assert _check(*classify_args) is None
+    saved, run.FLAGS = run.FLAGS, _parsed(*classify_args)
+    try:
+        assert run.metadata_path() == str(tmp_path / "runs/tfx_cls" / "metadata.sqlite")
+        log = run.log_path(0.0)
+        assert Path(log).parent == tmp_path / "runs/tfx_cls" / "logs"
+        assert Path(log).name.startswith("run-") and log.endswith(".log")
+    finally:
+        run.FLAGS = saved
+    # An explicit one still wins.
+    saved, run.FLAGS = run.FLAGS, _parsed(*classify_args, "--metadata_path=/tmp/m.sqlite")
+    try:
+        assert run.metadata_path() == "/tmp/m.sqlite"
+    finally:
+        run.FLAGS = saved
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"init_checkpoint": None}, "error: --init_checkpoint required for --pipeline=classify"),
+        (
+            {"data_root": "/nonexistent/data"},
+            "error: --data_root=/nonexistent/data: no such folder",
+        ),
+        ({"init_checkpoint": "/nonexistent/ckpt"}, "--init_checkpoint=/nonexistent/ckpt: no such"),
+        ({"vocab_file": "/nonexistent/vocab.txt"}, "--vocab_file=/nonexistent/vocab.txt: no such"),
+        ({"task_name": "sst-3"}, "error: --task_name: unknown task 'sst-3'"),
+        ({"task_name": "mnli"}, "no dev_matched.tsv (--task_name=mnli)"),  # not MNLI data
+        ({"doc_stride": "64"}, "--doc_stride: not an option of --pipeline=classify"),
+        ({"dupe_factor": "2"}, "(only of --pipeline=pretrain)"),
+        ({"precision": "fp16"}, "--precision=fp16: expected one of float32, mixed_float16"),
+        ({"preset": "huge"}, "--preset=huge: expected one of tiny, mini"),
+        ({"distribution_strategy": "multi"}, "expected one of one_device, mirrored"),
+        ({"num_train_epochs": "0"}, "--num_train_epochs=0.0: must be above 0"),
+        ({"train_batch_size": "0"}, "--train_batch_size=0: must be at least 1"),
+        ({"warmup_proportion": "1.5"}, "--warmup_proportion=1.5: must be at most 1"),
+        ({"pipeline_root": "gs://b/root"}, "--metadata_path required: --pipeline_root=gs://b/root"),
+        ({"trainer_cpu": "8"}, "--trainer_cpu: only for --runner=kubeflow or vertex"),
+    ],
+)
+def test_bad_flags_fail_with_one_line(classify_args, change, expected):
+    args = [a for a in classify_args if a.split("=")[0][2:] not in change]
+    args += [f"--{name}={value}" for name, value in change.items() if value is not None]
+    message = _check(*args)
+    assert message is not None and expected in message, message
+
+
+def test_pretraining_needs_steps_and_local_flags_are_not_for_compiling(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "wiki.txt").write_text("One sentence.\nAnother one.\n")
+    args = [
+        "--pipeline=pretrain",
+        f"--data_root={corpus}",
+        f"--pipeline_root={tmp_path / 'root'}",
+        f"--serving_model_dir={tmp_path / 'serving'}",
+    ]
+    assert _check(*args) is None
+    assert "--train_steps=0: --pipeline=pretrain needs at least 1" in _check(
+        *args, "--train_steps=0"
+    )
+    assert "--num_train_epochs: not an option of --pipeline=pretrain" in _check(
+        *args, "--num_train_epochs=2"
+    )
+    cluster = [
+        "--pipeline=pretrain",
+        "--runner=kubeflow",
+        "--image=registry.example.com/b:t",
+        "--data_root=gs://b/corpus",
+        "--pipeline_root=gs://b/root",
+        "--serving_model_dir=gs://b/serving",
+    ]
+    assert _check(*cluster) is None
+    assert _check(*cluster, "--metadata_path=m.sqlite", "--log_file=run.log") == (
+        "error: --metadata_path, --log_file: only for --runner=local or beam"
+    )
+
+
+def _imported(stderr: str) -> set[str]:
+    """Top-level packages `python -X importtime` reported importing."""
+    return {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (  # the README's classify command on a machine without its data: ~31 s before
+            [
+                "--pipeline=classify",
+                "--task_name=text_classification",
+                "--data_root=data-that-is-not-here/",
+                "--init_checkpoint=ckpt-that-is-not-here",
+                "--pipeline_root=runs/tfx_cls",
+                "--serving_model_dir=runs/serving",
+                "--model_name=cls",
+            ],
+            "error: --data_root=data-that-is-not-here/: no such folder",
+        ),
+        (
+            ["--pipeline=squad", "--data_root=.", "--pipeline_root=r", "--serving_model_dir=s"],
+            "error: --init_checkpoint required for --pipeline=squad --runner=local",
+        ),
+    ],
+)
+def test_a_bad_command_fails_before_tensorflow_or_tfx_is_imported(args, expected, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tfx_pipeline.run", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    messages = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert messages == [expected]
+    imported = _imported(result.stderr)
+    assert "absl" in imported  # importtime's report is there
+    assert not imported & {"tensorflow", "tfx", "keras", "apache_beam", "ml_metadata"}, imported
+
+
+# --- B: fine-tuning trains epochs ----------------------------------------------------------------
+
+
+def test_fine_tuning_defaults_to_epochs_and_pretraining_to_steps():
+    for options in (configs.ClassificationOptions(), configs.SquadOptions()):
+        assert options.train_steps == 0 and options.num_train_epochs == 3.0
+        config = configs.custom_config(options)
+        assert config["num_train_epochs"] == 3.0 and config["train_steps"] == 0
+    assert configs.PretrainingOptions().train_steps == 10_000
+    assert not hasattr(configs.PretrainingOptions(), "num_train_epochs")
+
+
+def _train_files(folder: Path, count: int) -> list[str]:
+    """`count` records in two gzipped TFRecord files (as ExampleGen/Transform write them)."""
+    import tensorflow as tf
+
+    folder.mkdir(parents=True)
+    for shard, records in enumerate((range(count // 2), range(count // 2, count))):
+        with tf.io.TFRecordWriter(str(folder / f"data-{shard}.gz"), options="GZIP") as writer:
+            for i in records:
+                writer.write(f"example {i}".encode())
+    return [str(folder / "*")]
+
+
+def test_trainer_steps_are_epochs_times_examples_over_batch(tmp_path, caplog):
+    from tfx_pipeline import trainer_lib
+
+    files = _train_files(tmp_path / "Split-train", 140)
+    options = {"num_train_epochs": 3.0, "train_batch_size": 16}
+    caplog.set_level("INFO")
+    fn_args = SimpleNamespace(train_steps=None, train_files=files)
+    assert trainer_lib.num_train_steps(fn_args, options) == math.ceil(3 * 140 / 16) == 27
+    assert "training steps: 27 = ceil(3 epochs x 140 training examples / batch size 16)" in (
+        caplog.text
+    )
+    assert trainer_lib.num_train_steps(fn_args, {**options, "num_train_epochs": 0.05}) == 1
+    # A step count (TrainArgs.num_steps, i.e. --train_steps) wins.
+    assert trainer_lib.num_train_steps(SimpleNamespace(train_steps=60, train_files=files), {}) == 60
+    with pytest.raises(ValueError, match="num_train_epochs"):
+        trainer_lib.num_train_steps(fn_args, {**options, "num_train_epochs": 0})
+
+
+# --- C: a help line per option -------------------------------------------------------------------
+
+
+def test_every_option_flag_has_help_and_its_defaults():
+    flag_values = _parsed()
+    for cls in configs.PIPELINE_OPTIONS.values():
+        for field in dataclasses.fields(cls):
+            if field.name == "init_checkpoint":
+                continue  # a flag of every pipeline, defined by run.py itself
+            flag = flag_values[field.name]
+            assert "see tfx_pipeline.configs" not in flag.help, field.name
+            assert "default" in flag.help, (field.name, flag.help)
+    assert (
+        "(default: pretrain 0.0001, classify 2e-05, squad 5e-05)"
+        in flag_values["learning_rate"].help
+    )
+    assert "(default: pretrain 10000, classify 0, squad 0)" in flag_values["train_steps"].help
+    assert "(only --pipeline=squad; default: squad 128)" in flag_values["doc_stride"].help
+    assert "one of float32, mixed_float16, mixed_bfloat16" in flag_values["precision"].help
+    assert "text_classification" in flag_values["task_name"].help  # bert_tf.glue's tasks
+    assert "default: <pipeline_root>/metadata.sqlite" in flag_values["metadata_path"].help
+    # Defaults are valid, and the precisions are the Trainer's.
+    for pipeline, cls in configs.PIPELINE_OPTIONS.items():
+        assert configs.check_options(pipeline, cls()) == [], pipeline
+    from bert_tf import training
+
+    assert configs.PRECISIONS == training.PRECISIONS
+
+
+def test_help_shows_the_options_without_importing_tensorflow(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tfx_pipeline.run", "--help"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]  # absl's --help exit status
+    assert "--num_train_epochs: Epochs over the training examples" in result.stdout
+    assert "(see tfx_pipeline.configs)" not in result.stdout  # the old placeholder help
+    assert not _imported(result.stderr) & {"tensorflow", "tfx"}
+
+
+# --- D: the run's log file and console --------------------------------------------------------------
+
+
+def test_run_log_keeps_the_console_to_progress_warnings_and_errors(tmp_path):
+    """As `python -m tfx_pipeline.run` uses it (a fresh process: real file descriptors)."""
+    log_file = tmp_path / "logs" / "run.log"
+    log_file.parent.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import logging, os, subprocess, sys, warnings
+        from absl import logging as absl_logging
+        from tfx_pipeline.summary import RunLog
+
+        absl_logging.use_absl_handler()  # as app.run does
+        with RunLog({str(log_file)!r}) as log:
+            log.print("full log: {log_file}")
+            # TensorFlow's SavedModel code (Transform, Trainer) does this, with absl's flags
+            # unparsed (its verbosity then reads as WARNING) when the run is not from app.run.
+            verbosity = absl_logging.get_verbosity()
+            absl_logging.set_verbosity(absl_logging.FATAL)
+            absl_logging.set_verbosity(verbosity)
+            absl_logging.info("Component Transform is running.")
+            absl_logging.info("Using deployment config: a protobuf dump")
+            absl_logging.info("Component Transform is finished.")
+            absl_logging.info("Component Trainer is running.")
+            absl_logging.info("A cached execution 12 is used.")
+            absl_logging.info("Component Trainer is finished.")
+            absl_logging.info("step 20/60: loss 1.5, learning rate 1e-4, ETA 3 s")
+            logging.getLogger("apache_beam").warning("a Beam warning")
+            warnings.warn("a Python warning")
+            print("printed by a component")
+            os.write(2, b"a C++ log line\\n")
+            subprocess.run([sys.executable, "-c", "print('a Beam worker')"])
+            absl_logging.error("a component failed")
+            log.print("the summary")
+        print("after the run")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out, err = result.stdout.splitlines(), result.stderr
+    assert out[0] == f"full log: {log_file}"
+    assert out[1] == "[0:00] Component Transform is running."
+    assert out[2].startswith("[0:00, 0.") and out[2].endswith(
+        " s] Component Transform is finished."
+    )
+    assert out[3:] == [
+        "[0:00] Component Trainer is running.",
+        "[0:00, cached] Component Trainer is finished.",
+        "[0:00] step 20/60: loss 1.5, learning rate 1e-4, ETA 3 s",
+        "the summary",
+        "after the run",
+    ]
+    # `make demo` (bert_tf.demo, which runs this as a subprocess) still finds its progress.
+    from bert_tf import demo
+
+    shown = [demo._PROGRESS.search(line) for line in out[1:6]]
+    assert [m.group(1) for m in shown if m] == [line.split("] ", 1)[1] for line in out[1:6]]
+    assert "UserWarning: a Python warning" in err and "ERROR: a component failed" in err
+    for noise in ("protobuf dump", "Beam warning", "printed by", "C++", "Beam worker"):
+        assert noise not in result.stdout + err, noise
+    text = log_file.read_text()
+    for everything in (
+        "Component Transform is running.",
+        "Using deployment config: a protobuf dump",
+        "a Beam warning",
+        "a Python warning",
+        "printed by a component",
+        "a C++ log line",
+        "a Beam worker",
+        "a component failed",
+        "the summary",
+    ):
+        assert everything in text, everything
+    assert "after the run" not in text

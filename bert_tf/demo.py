@@ -217,14 +217,14 @@ def _write_corpus(
 
 
 def pipeline_args(
-    corpus_dir: Path, pipeline_root: Path, metadata_path: Path, serving_dir: Path, train_steps: int
+    corpus_dir: Path, pipeline_root: Path, serving_dir: Path, train_steps: int
 ) -> list[str]:
-    """`tfx_pipeline.run`'s flags for the demo's pretraining run."""
+    """`tfx_pipeline.run`'s flags for the demo's pretraining run (ML Metadata at the runner's
+    default, `<pipeline_root>/metadata.sqlite`)."""
     return [
         "--pipeline=pretrain",
         f"--data_root={corpus_dir}",
         f"--pipeline_root={pipeline_root}",
-        f"--metadata_path={metadata_path}",
         f"--serving_model_dir={serving_dir}",
         f"--model_name={MODEL_NAME}",
         f"--train_steps={train_steps}",
@@ -401,12 +401,12 @@ def main(argv: list[str]) -> None:
     _done(start)
 
     start = _step(4, "TFX pretraining pipeline, local runner (tiny BERT)")
-    pipeline_root = output_dir / "tfx" / "pipeline"
-    metadata_path = output_dir / "tfx" / "metadata.sqlite"
+    pipeline_root = output_dir / "tfx"
+    metadata_path = pipeline_root / "metadata.sqlite"
     serving_dir = output_dir / "serving"
     pipeline_log = output_dir / "pipeline.log"
     _run_pipeline(
-        pipeline_args(corpus_dir, pipeline_root, metadata_path, serving_dir, FLAGS.train_steps),
+        pipeline_args(corpus_dir, pipeline_root, serving_dir, FLAGS.train_steps),
         pipeline_log,
     )
     pushed = _report_pipeline(metadata_path)

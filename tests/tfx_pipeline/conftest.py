@@ -5,6 +5,8 @@ file and the folder's non-test .py files)."""
 import glob
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,8 @@ import tensorflow as tf
 from absl import flags
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_in_process(module, *args: str) -> None:
@@ -169,6 +173,73 @@ def compile_for_kubeflow(pipeline_args: list[str], tmp_path: Path, image: str):
     return parse_pipeline_spec(spec), set(executor_images(spec).values())
 
 
+def shown_commands(path: Path, program: str) -> list[list[str]]:
+    """Every `python -m <program> ...` line of the file's bash blocks (continuations joined,
+    comments dropped): the words after `python -m <program>`."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:3] == ["python", "-m", program]:
+                commands.append(words[3:])
+    return commands
+
+
+# Placeholders of the docs' cluster commands -> stand-ins (never contacted).
+PLACEHOLDERS = {
+    "REGION-docker.pkg.dev/PROJECT/REPO": "us-docker.pkg.dev/p/r",
+    "REGISTRY": "registry.example.com/team",
+    "TAG": "test",
+    "BUCKET": "bucket",
+    "PROJECT": "p",
+    "REGION": "us-central1",
+}
+
+
+def cluster_commands() -> list[list[str]]:
+    """The Kubeflow/Vertex compile commands docs/scaling.md and the README show, placeholders
+    substituted."""
+    commands = shown_commands(REPO / "docs" / "scaling.md", "tfx_pipeline.run")
+    commands += shown_commands(REPO / "README.md", "tfx_pipeline.run")
+    substituted = []
+    for words in commands:
+        if any(w in ("--runner=kubeflow", "--runner=vertex") for w in words):
+            for old, new in PLACEHOLDERS.items():
+                words = [w.replace(old, new) for w in words]
+            substituted.append(words)
+    return substituted
+
+
+def pytest_generate_tests(metafunc):
+    """A test taking `shown_cluster_command` runs once per `cluster_commands()` entry."""
+    if "shown_cluster_command" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "shown_cluster_command", cluster_commands(), ids=lambda a: " ".join(a)[:60]
+        )
+
+
+def readme_pipeline_args(pipeline: str, paths: dict[str, Path], minilm_dir: Path) -> list[str]:
+    """The README's local `python -m tfx_pipeline.run --pipeline=<pipeline>` command's flags as
+    they run, with the substitutions the README states under its block: `$M` is the MiniLM
+    folder, and each relative path the command shows (`corpus/`, `runs/tfx_cls`, ...) is the
+    test's folder that `paths` maps it to (every one must be mapped)."""
+    (args,) = [
+        a
+        for a in shown_commands(REPO / "README.md", "tfx_pipeline.run")
+        if f"--pipeline={pipeline}" in a and not any(w.startswith("--runner=") for w in a)
+    ]
+    substituted = []
+    for arg in args:
+        name, _, value = arg.partition("=")
+        value = value.replace("$M", str(minilm_dir))
+        is_path = "/" in value or name.endswith(("_root", "_dir", "_path", "_file"))
+        if value and is_path and not value.startswith(("/", "gs://")):
+            assert value.rstrip("/") in paths, f"README {arg}: no test folder for {value}"
+            value = str(paths[value.rstrip("/")])
+        substituted.append(f"{name}={value}" if value else arg)
+    return substituted
+
+
 @pytest.fixture(scope="session")
 def pipeline_helpers() -> types.SimpleNamespace:
     return types.SimpleNamespace(
@@ -185,4 +256,7 @@ def pipeline_helpers() -> types.SimpleNamespace:
         compile_spec=compile_spec,
         parse_pipeline_spec=parse_pipeline_spec,
         executor_images=executor_images,
+        shown_commands=shown_commands,
+        cluster_commands=cluster_commands,
+        readme_pipeline_args=readme_pipeline_args,
     )

@@ -4,8 +4,9 @@ compilation.
 The pretraining pipeline runs as `make demo` runs it: `bert_tf.demo` at a tiny size (10
 Wikipedia articles, 40 steps), which starts `python -m tfx_pipeline.run` and then the model
 server on the pushed model; the pretraining asserts read that run's files and ML Metadata, and
-the caching run repeats its pipeline command on the same root. The fine-tuning pipeline runs in
-this process. One pipeline run per fixture, shared by the asserts. Beam runs in memory here (the
+the caching run is the README's pretrain command on the same folders with the demo's options.
+The fine-tuning pipeline runs the README's classify command in this process (the SQuAD one is
+test_squad_pipeline.py's), folders mapped and tiny-size flags appended. One pipeline run per fixture, shared by the asserts. Beam runs in memory here (the
 default multi-processing mode would start a worker process per core for each Beam component).
 """
 
@@ -57,6 +58,7 @@ DEMO_FLAGS = (
 MIN_DEV_ACCURACY = 0.6
 # Fine-tuning trains epochs (the default is 3): this many make the 60 steps the gate was set on.
 CLASSIFY_EPOCHS = 6.857
+CLASSIFY_MODEL = "cls"  # the README command's --model_name
 NO_BASELINE = "no model serving yet: baseline comparison skipped"  # blessing.NO_BASELINE
 BEAM_ARGS = "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1"
 PRETRAIN_COMPONENTS = {
@@ -91,14 +93,14 @@ def vocab_file() -> str:
 class DemoRun(NamedTuple):
     output_dir: Path
     printed: str  # what the demo printed
-    pipeline_args: list[str]  # its `python -m tfx_pipeline.run` flags
+    pipeline_args: list[str]  # the README's pretrain command with the demo's folders, options
     pipeline_root: Path
     metadata: Path
     model_base_path: Path  # the Pusher's <serving_model_dir>/<model_name>
 
 
 @pytest.fixture(scope="module")
-def pretrain(tmp_path_factory, pipeline_helpers) -> DemoRun:
+def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
     """`python -m bert_tf.demo` at a tiny size (its pipeline and model server are subprocesses)."""
     output_dir = tmp_path_factory.mktemp("demo")
     printed = io.StringIO()
@@ -109,17 +111,19 @@ def pretrain(tmp_path_factory, pipeline_helpers) -> DemoRun:
         pytest.fail(f"the demo failed: {e}\n{printed.getvalue()[-5000:]}")
     tfx_dir, serving_dir = output_dir / "tfx", output_dir / "serving"
     steps = int(dict(f[2:].split("=") for f in DEMO_FLAGS if "=" in f)["train_steps"])
+    demo_args = demo.pipeline_args(output_dir / "corpus", tfx_dir, serving_dir, steps)
+    # The README's pretrain command on the demo's folders (corpus/, runs/tfx, runs/serving
+    # mapped), the demo's options appended: the same pipeline as the demo's run.
+    paths = {"corpus": output_dir / "corpus", "runs/tfx": tfx_dir, "runs/serving": serving_dir}
+    path_flags = ("--data_root=", "--pipeline_root=", "--serving_model_dir=")
     return DemoRun(
         output_dir,
         printed.getvalue(),
-        demo.pipeline_args(
-            output_dir / "corpus",
-            tfx_dir / "pipeline",
-            tfx_dir / "metadata.sqlite",
-            serving_dir,
-            steps,
-        ),
-        tfx_dir / "pipeline",
+        [
+            *pipeline_helpers.readme_pipeline_args("pretrain", paths, minilm_dir),
+            *(f for f in demo_args if not f.startswith(path_flags)),
+        ],
+        tfx_dir,
         tfx_dir / "metadata.sqlite",
         serving_dir / demo.MODEL_NAME,
     )
@@ -127,7 +131,8 @@ def pretrain(tmp_path_factory, pipeline_helpers) -> DemoRun:
 
 @pytest.fixture(scope="module")
 def pretrain_rerun(pretrain, pipeline_helpers) -> DemoRun:
-    """The demo's pipeline command again (what a second `make demo` runs): same inputs, root."""
+    """The README's pretrain command with the demo's folders and options, after the demo (what a
+    second `make demo` runs): same inputs, same root."""
     pipeline_helpers.run_in_process(run, *pretrain.pipeline_args)
     return pretrain
 
@@ -441,8 +446,9 @@ def test_kubeflow_runner_writes_a_pipeline_spec(tmp_path, pretrain, pipeline_hel
 
 @pytest.fixture(scope="module")
 def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
-    """gensim's Pang & Lee polarity sample (200 sentences: 140 train, 60 dev), fine-tuning
-    all-MiniLM-L6-v2."""
+    """The README's classify command (data/ is gensim's Pang & Lee polarity sample: 200
+    sentences, 140 train, 60 dev; runs/tfx_cls is <root>/pipeline, ML Metadata in it;
+    runs/serving is <root>/serving; $M is all-MiniLM-L6-v2), tiny flags appended."""
     root = tmp_path_factory.mktemp("classify")
     examples = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
     random.Random(0).shuffle(examples)
@@ -451,20 +457,14 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
     for name, rows in (("train", examples[:140]), ("dev", examples[140:])):
         lines = ["text\tlabel"] + [f"{text}\t{'pos' if label else 'neg'}" for text, label in rows]
         (data / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    paths = {"data": data, "runs/tfx_cls": root / "pipeline", "runs/serving": root / "serving"}
     pipeline_helpers.run_in_process(
         run,
-        "--pipeline=classify",
-        f"--data_root={data}",
-        f"--pipeline_root={root / 'pipeline'}",
-        f"--metadata_path={root / 'metadata.sqlite'}",
-        f"--serving_model_dir={root / 'serving'}",
-        "--model_name=classify",
+        *pipeline_helpers.readme_pipeline_args("classify", paths, minilm_dir),
         f"--max_seq_length={SEQ}",
         "--train_batch_size=16",
         "--steps_per_loop=10",
         BEAM_ARGS,
-        "--task_name=text_classification",
-        f"--init_checkpoint={minilm_dir}",
         f"--num_train_epochs={CLASSIFY_EPOCHS}",  # 60 steps: ceil(6.857 x 140 / 16)
         "--learning_rate=1e-4",
         f"--min_metric={MIN_DEV_ACCURACY}",
@@ -473,7 +473,7 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
 
 
 def test_classification_components_all_succeeded(classify, pipeline_helpers):
-    first_run = pipeline_helpers.node_states(classify / "metadata.sqlite")[0]
+    first_run = pipeline_helpers.node_states(classify / "pipeline" / "metadata.sqlite")[0]
     assert {n: first_run.get(n) for n in CLASSIFY_COMPONENTS} == dict.fromkeys(
         CLASSIFY_COMPONENTS, "COMPLETE"
     )
@@ -497,7 +497,7 @@ def test_classification_run_log_and_summary(classify, pipeline_helpers):
         r"\nEvaluator:\n  sparse_categorical_accuracy [\d.]+ \(threshold >= 0.6\)", summary
     )
     assert "\nblessed: yes\n" in summary
-    pushed = pipeline_helpers.pushed_model(classify / "serving" / "classify")
+    pushed = pipeline_helpers.pushed_model(classify / "serving" / CLASSIFY_MODEL)
     assert f"\npushed: {pushed}\nfull log: {log_file}\n" in summary
 
 
@@ -511,7 +511,7 @@ def dev_predictions(classify, pipeline_helpers) -> dict:
     in a fresh process: `probabilities` [60, 2] and `labels` (label names)."""
     texts = [e.text_a for e in dev_examples(classify)]
     return pipeline_helpers.serve_in_fresh_process(
-        pipeline_helpers.pushed_model(classify / "serving" / "classify"),
+        pipeline_helpers.pushed_model(classify / "serving" / CLASSIFY_MODEL),
         f"""
         out = signatures["serving_default"](
             text_a=tf.constant({texts!r}), text_b=tf.constant([""] * {len(texts)}))
@@ -533,7 +533,7 @@ def test_tfma_metrics_blessed_the_classifier(classify, dev_predictions, pipeline
     import tensorflow_model_analysis as tfma
     from sklearn import metrics
 
-    assert pipeline_helpers.blessings(classify / "metadata.sqlite") == [1]
+    assert pipeline_helpers.blessings(classify / "pipeline" / "metadata.sqlite") == [1]
     (evaluation,) = glob.glob(str(classify / "pipeline/Evaluator/evaluation/*"))
     values_by_name = {
         kv.key.name: kv.value.double_value.value

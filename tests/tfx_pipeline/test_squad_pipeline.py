@@ -53,24 +53,25 @@ def squad_data(tmp_path_factory) -> Path:
     return data
 
 
-def pipeline_args(data: Path, root: Path, minilm_dir: Path) -> list[str]:
-    return [
-        "--pipeline=squad",
-        f"--data_root={data}",
-        f"--init_checkpoint={minilm_dir}",
-        f"--vocab_file={minilm_dir / 'vocab.txt'}",
-        f"--serving_model_dir={root / 'serving'}",
-        f"--model_name={MODEL_NAME}",
-        "--max_seq_length=64",
-        "--doc_stride=24",
-        "--max_query_length=24",
-        "--train_batch_size=16",
-        "--learning_rate=1e-4",
-        "--steps_per_loop=20",
-        "--train_steps=60",
-        f"--min_f1={MIN_F1}",
-        "--max_f1_decrease=1.0",
-    ]
+# Appended to the README's command (the last value of a flag wins): tiny windows, few steps.
+TINY_FLAGS = [
+    "--max_seq_length=64",
+    "--doc_stride=24",
+    "--max_query_length=24",
+    "--train_batch_size=16",
+    "--learning_rate=1e-4",
+    "--steps_per_loop=20",
+    "--train_steps=60",
+    f"--min_f1={MIN_F1}",
+    "--max_f1_decrease=1.0",
+]
+
+
+def pipeline_args(data: Path, root: Path, minilm_dir: Path, pipeline_helpers) -> list[str]:
+    """The README's squad command as it runs here: squad/ is `data`, runs/tfx_squad is
+    `<root>/pipeline` (ML Metadata in it), runs/serving is `<root>/serving`; tiny flags."""
+    paths = {"squad": data, "runs/tfx_squad": root / "pipeline", "runs/serving": root / "serving"}
+    return [*pipeline_helpers.readme_pipeline_args("squad", paths, minilm_dir), *TINY_FLAGS]
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +79,7 @@ def squad_run(tmp_path_factory, squad_data, minilm_dir, pipeline_helpers) -> Pat
     root = tmp_path_factory.mktemp("squad")
     pipeline_helpers.run_in_process(
         run,
-        *pipeline_args(squad_data, root, minilm_dir),
-        f"--pipeline_root={root / 'pipeline'}",
-        f"--metadata_path={root / 'metadata.sqlite'}",
+        *pipeline_args(squad_data, root, minilm_dir, pipeline_helpers),
         # Beam in memory: multi-processing would start a worker process per core.
         "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
     )
@@ -88,7 +87,7 @@ def squad_run(tmp_path_factory, squad_data, minilm_dir, pipeline_helpers) -> Pat
 
 
 def test_squad_components_all_succeeded(squad_run, pipeline_helpers):
-    (states,) = pipeline_helpers.node_states(squad_run / "metadata.sqlite")
+    (states,) = pipeline_helpers.node_states(squad_run / "pipeline" / "metadata.sqlite")
     assert {n: states.get(n) for n in COMPONENTS} == dict.fromkeys(COMPONENTS, "COMPLETE")
 
 
@@ -151,7 +150,7 @@ def test_evaluator_scores_the_pushed_model_like_the_official_script(
     assert report["min_f1"] == MIN_F1 and report["baseline"] is None
     assert report["baseline_model"] == "no model serving yet: baseline comparison skipped"
     assert report["blessed"] and not report["failures"]
-    assert pipeline_helpers.blessings(squad_run / "metadata.sqlite") == [1]
+    assert pipeline_helpers.blessings(squad_run / "pipeline" / "metadata.sqlite") == [1]
 
 
 def test_run_summary_names_the_verdict_and_the_push(squad_run, pipeline_helpers):
@@ -172,7 +171,7 @@ def test_kubeflow_runner_compiles_the_squad_pipeline(
     tmp_path, squad_data, minilm_dir, pipeline_helpers
 ):
     spec, images = pipeline_helpers.compile_for_kubeflow(
-        pipeline_args(squad_data, tmp_path, minilm_dir),
+        pipeline_args(squad_data, tmp_path, minilm_dir, pipeline_helpers),
         tmp_path,
         "registry.example.com/bert-tfx:test",
     )

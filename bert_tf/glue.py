@@ -91,6 +91,11 @@ class DataProcessor:
         del data_dir
         return list(self.labels)
 
+    def single_segment(self, data_dir: str | os.PathLike) -> bool:
+        """Whether the task's examples have one text (no `text_b`): from its layout."""
+        del data_dir
+        return self.layout(TRAIN).text_b is None
+
     def split_file(self, data_dir: str | os.PathLike, split: str) -> str:
         name = {TRAIN: "train.tsv", DEV: self.dev_file, TEST: "test.tsv"}[split]
         return os.path.join(data_dir, name)
@@ -254,6 +259,10 @@ class TextClassificationProcessor(DataProcessor):
     def get_labels(self, data_dir):
         examples = self.get_examples(data_dir, TRAIN, known_labels=False)
         return sorted({e.label for e in examples})
+
+    def single_segment(self, data_dir):
+        """Whether the training file's header has no second text column."""
+        return self.get_examples(data_dir, TRAIN, known_labels=False)[0].text_b is None
 
     def get_examples(self, data_dir, split, known_labels: bool = True):
         path = self.split_file(data_dir, split)

@@ -197,6 +197,19 @@ def test_text_classification_any_language_labels_from_train(tmp_path):
         processor.get_dev_examples(tmp_path)
 
 
+def test_single_segment_from_the_layout_or_the_training_header(tmp_path):
+    """Single-sentence tasks (no second text) are exported with `text_a` alone."""
+    assert glue.get_processor("sst-2").single_segment(tmp_path)
+    assert glue.get_processor("cola").single_segment(tmp_path)
+    assert not glue.get_processor("mrpc").single_segment(tmp_path)
+    assert not glue.get_processor("mnli").single_segment(tmp_path)
+    processor = glue.get_processor("text_classification")
+    _write(tmp_path, "train.tsv", [["text", "label"], ["good", "pos"]])
+    assert processor.single_segment(tmp_path)
+    _write(tmp_path, "train.tsv", [["sentence1", "sentence2", "label"], ["a", "b", "same"]])
+    assert not processor.single_segment(tmp_path)
+
+
 def test_metrics_match_their_definitions():
     rng = np.random.default_rng(1)
     labels = rng.integers(0, 2, 50)

@@ -508,20 +508,23 @@ def dev_examples(root) -> list:
 @pytest.fixture(scope="module")
 def dev_predictions(classify, pipeline_helpers) -> dict:
     """The pushed classifier's `serving_default` answers for the dev sentences, raw text in,
-    in a fresh process: `probabilities` [60, 2] and `labels` (label names)."""
+    in a fresh process: `probabilities` [60, 2], `labels` (label names) and the signature's
+    `inputs` (single-sentence data: `text_a` alone)."""
     texts = [e.text_a for e in dev_examples(classify)]
     return pipeline_helpers.serve_in_fresh_process(
         pipeline_helpers.pushed_model(classify / "serving" / CLASSIFY_MODEL),
         f"""
-        out = signatures["serving_default"](
-            text_a=tf.constant({texts!r}), text_b=tf.constant([""] * {len(texts)}))
+        serve = signatures["serving_default"]
+        out = serve(text_a=tf.constant({texts!r}))
         print(json.dumps({{"probabilities": out["probabilities"].numpy().tolist(),
-                          "labels": [l.decode() for l in out["label"].numpy()]}}))
+                          "labels": [l.decode() for l in out["label"].numpy()],
+                          "inputs": sorted(serve.structured_input_signature[1])}}))
         """,
     )
 
 
 def test_pushed_classifier_answers_raw_text_in_a_fresh_process(dev_predictions):
+    assert dev_predictions["inputs"] == ["text_a"]  # trained on single sentences
     probabilities = np.array(dev_predictions["probabilities"])
     assert probabilities.shape == (60, 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)

@@ -8,7 +8,8 @@ The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.t
 and `run_classifier`'s loss, warm-started from the Trainer's `base_model` (an imported checkpoint
 in any format `load_pretrained` reads; its config beside it sets the architecture, else
 `preset`), and exports `serving.export.export_classifier`'s raw-text SavedModel, whose
-`classify` (regression: `regress`) signature TFMA's Evaluator scores.
+`classify` (regression: `regress`) signature TFMA's Evaluator scores; a single-sentence task's
+`serving_default` takes `text_a` alone.
 """
 
 from __future__ import annotations
@@ -77,4 +78,6 @@ def run_fn(fn_args):
         preprocessor,
         label_names=label_names or None,
         regression=processor.is_regression,
+        # A model trained on single sentences serves `text_a` alone (as run_classifier's export).
+        single_segment=processor.single_segment(options["data_root"]),
     )

@@ -179,6 +179,8 @@ def shown_commands(path: Path, program: str) -> list[list[str]]:
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
         for line in block.replace("\\\n", " ").splitlines():
+            if not line.startswith(f"python -m {program} "):
+                continue
             words = shlex.split(line, comments=True)
             if words[:3] == ["python", "-m", program]:
                 commands.append(words[3:])

@@ -52,7 +52,7 @@ data: setup
 	$(PY) -m bert_tf.data.fetch --all
 
 demo: setup
-	$(PY) -m bert_tf.demo
+	$(PY) -m demo.run
 
 # Bazel route: Debian's bazel-bootstrap (prints "bazel no_version", so the version check asks dpkg),
 # fully offline (see WORKSPACE, .bazelrc). BAZEL_TARGETS / BAZEL_FLAGS narrow a run, e.g.

@@ -52,6 +52,9 @@ IMAGE_VOCAB_FILE = IMAGE_CACHE_DIR + "/minilm/vocab.txt"
 
 # Beam DirectRunner on every core of the machine; Dataflow/Flink/Spark args replace these.
 DEFAULT_BEAM_PIPELINE_ARGS = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
+# In this process, for small data (the demo, the tests): on a few thousand examples, starting a
+# worker process per core for every Beam component costs more than it saves.
+IN_MEMORY_BEAM_PIPELINE_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
 # bert_tf.training.PRECISIONS (that module imports TensorFlow; a test keeps the two equal).
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -259,6 +262,10 @@ class OptionSpec:
         return None
 
 
+def _flag_value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
@@ -286,6 +293,35 @@ def option_specs() -> dict[str, OptionSpec]:
         name: OptionSpec(name=name, type=types[name], defaults=defaults[name], **declared[name])
         for name in defaults
     }
+
+
+# `make demo`'s pretraining run (demo/run.py; its --train_steps sets the length): a tiny BERT on
+# short sequences, one pass of pair building over the corpus, the evaluator on 50 held-out
+# batches, so the whole run fits in a few minutes on 2 CPU cores. Blessing: masked-LM accuracy
+# far above chance (1/30522), NSP accuracy not far below the coin flip (0.5).
+DEMO_PRETRAINING = PretrainingOptions(
+    preset="tiny",
+    max_seq_length=64,
+    max_predictions_per_seq=10,
+    dupe_factor=1,
+    eval_steps=50,
+    train_batch_size=32,
+    learning_rate=1e-3,
+    steps_per_loop=50,
+    min_masked_lm_accuracy=0.05,
+    min_next_sentence_accuracy=0.4,
+)
+
+
+def option_flags(options: TrainingOptions) -> list[str]:
+    """`tfx_pipeline.run` flags (`--name=value`) of the fields of `options` that differ from
+    their defaults, e.g. `option_flags(DEMO_PRETRAINING)` for the demo's run."""
+    defaults = type(options)()
+    return [
+        f"--{field.name}={_flag_value(getattr(options, field.name))}"
+        for field in dataclasses.fields(options)
+        if getattr(options, field.name) != getattr(defaults, field.name)
+    ]
 
 
 def check_options(pipeline: str, options: TrainingOptions) -> list[str]:

@@ -349,9 +349,9 @@ def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
     """`tfx_pipeline.run --runner=kubeflow` for the pretraining pipeline at `make demo`'s tiny
     size (10 Wikipedia articles of 50 sentences, 40 steps), every path a gs:// URI, and the
     bucket's local stand-in holding the corpus and vocab."""
-    from bert_tf import demo
     from bert_tf.data import corpora
-    from tfx_pipeline import run
+    from demo import run as demo
+    from tfx_pipeline import configs, run
 
     root = tmp_path_factory.mktemp("kfp")
     gcs = root / "gcs"
@@ -371,7 +371,8 @@ def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
         f"--serving_model_dir=gs://{BUCKET}/serving",
         f"--model_name={demo.MODEL_NAME}",
         "--train_steps=40",
-        *demo.PIPELINE_OPTIONS,
+        *configs.option_flags(configs.DEMO_PRETRAINING),
+        "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS),
         f"--output_spec_file={spec_file}",
     )
     spec, runtime_config = kfp_launcher.load_spec(spec_file)
@@ -454,7 +455,7 @@ def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_pushed_model_answers_raw_text_in_a_fresh_process(compiled, first_run, pipeline_helpers):
-    from bert_tf import demo
+    from demo import run as demo
 
     _, model_base_path = compiled
     answers = pipeline_helpers.serve_in_fresh_process(

@@ -1,7 +1,7 @@
 """The TFX pipelines end to end on the local runner (tiny data, few steps) and Kubeflow V2
 compilation.
 
-The pretraining pipeline runs as `make demo` runs it: `bert_tf.demo` at a tiny size (10
+The pretraining pipeline runs as `make demo` runs it: `demo.run` at a tiny size (10
 Wikipedia articles, 40 steps), which starts `python -m tfx_pipeline.run` and then the model
 server on the pushed model; the pretraining asserts read that run's files and ML Metadata, and
 the caching run is the README's pretrain command on the same folders with the demo's options.
@@ -31,19 +31,20 @@ import pytest
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 
-from bert_tf import demo, glue
+from bert_tf import glue
 from bert_tf.data import corpora, fetch
 from bert_tf.masking import restore_original_ids
 from bert_tf.tokenization import BertPreprocessor, SpecialTokenIds, load_vocab
-from tfx_pipeline import run
+from demo import run as demo
+from tfx_pipeline import configs, run
 
 # A fixture runs a whole pipeline (10-15 min on a loaded 2-core machine): more than pytest's
 # default 900 s per test, which covers fixture setup.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
-# The demo's pipeline options (`--name=value`); the Transform checks use its sequence sizes.
-DEMO_OPTIONS = dict(option[2:].split("=", 1) for option in demo.PIPELINE_OPTIONS)
-SEQ, PRED = int(DEMO_OPTIONS["max_seq_length"]), int(DEMO_OPTIONS["max_predictions_per_seq"])
+# The demo's pipeline options; the Transform checks use its sequence sizes.
+SEQ = configs.DEMO_PRETRAINING.max_seq_length
+PRED = configs.DEMO_PRETRAINING.max_predictions_per_seq
 # `make demo` at a tiny size: the first 50 sentences of the first 10 Wikipedia articles,
 # 40 training steps, no MiniLM step. Its evaluator's thresholds are the demo's: this run scored
 # masked-LM accuracy 0.058 (threshold 0.05) and NSP 0.53 (0.4) on 58 eval pairs (2026-11-29).
@@ -60,7 +61,7 @@ MIN_DEV_ACCURACY = 0.6
 CLASSIFY_EPOCHS = 6.857
 CLASSIFY_MODEL = "cls"  # the README command's --model_name
 NO_BASELINE = "no model serving yet: baseline comparison skipped"  # blessing.NO_BASELINE
-BEAM_ARGS = "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1"
+BEAM_ARGS = "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS)
 PRETRAIN_COMPONENTS = {
     "PretrainingExampleGen",
     "StatisticsGen",
@@ -93,6 +94,7 @@ def vocab_file() -> str:
 class DemoRun(NamedTuple):
     output_dir: Path
     printed: str  # what the demo printed
+    demo_args: list[str]  # the demo's `python -m tfx_pipeline.run` flags
     pipeline_args: list[str]  # the README's pretrain command with the demo's folders, options
     pipeline_root: Path
     metadata: Path
@@ -101,7 +103,7 @@ class DemoRun(NamedTuple):
 
 @pytest.fixture(scope="module")
 def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
-    """`python -m bert_tf.demo` at a tiny size (its pipeline and model server are subprocesses)."""
+    """`python -m demo.run` at a tiny size (its pipeline and model server are subprocesses)."""
     output_dir = tmp_path_factory.mktemp("demo")
     printed = io.StringIO()
     try:
@@ -119,6 +121,7 @@ def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
     return DemoRun(
         output_dir,
         printed.getvalue(),
+        demo_args,
         [
             *pipeline_helpers.readme_pipeline_args("pretrain", paths, minilm_dir),
             *(f for f in demo_args if not f.startswith(path_flags)),
@@ -220,7 +223,7 @@ def test_pretraining_evaluator_blessed_the_model(pretrain, pipeline_helpers):
     assert report["blessed"] and not report["failures"]
     # The demo's thresholds, checked against the held-out accuracies.
     assert report["thresholds"] == {
-        name: float(DEMO_OPTIONS[f"min_{name}"])
+        name: getattr(configs.DEMO_PRETRAINING, f"min_{name}")
         for name in ("masked_lm_accuracy", "next_sentence_accuracy")
     }
     for name, minimum in report["thresholds"].items():
@@ -237,17 +240,19 @@ def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
     assert "[2/5] all-MiniLM-L6-v2 check skipped (--nominilm)" in out
     corpus = (pretrain.output_dir / "corpus" / "wiki.txt").read_text().splitlines()
     assert f"10 articles, {sum(bool(line) for line in corpus)} sentences" in out
-    assert "$ python -m tfx_pipeline.run " + " \\\n          ".join(pretrain.pipeline_args) in out
+    assert "$ python -m tfx_pipeline.run " + " \\\n          ".join(pretrain.demo_args) in out
     for component in PRETRAIN_COMPONENTS:  # progress shown while the pipeline ran
         assert f"Component {component} is finished." in out, component
-    (report_line,) = re.findall(r"ML Metadata, this run: (.*)", out)
-    states = dict(entry.rsplit(" ", 1) for entry in report_line.split(", "))
+    # tfx_pipeline.summary's report of the run (the pipeline's own end-of-run summary).
+    report = out[out.index("      bert-pretraining run ") :]
+    states = dict(re.findall(r"\n {8}(\w+) +([A-Z]+) +[\d.]+ s", report))
     assert {n: states.get(n) for n in PRETRAIN_COMPONENTS} == dict.fromkeys(
         PRETRAIN_COMPONENTS, "COMPLETE"
     )
-    assert "evaluator: BLESSED" in out
+    assert re.search(r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0.05\)", report)
+    assert "\n      blessed: yes\n" in report
     pushed = pipeline_helpers.pushed_model(pretrain.model_base_path)
-    assert f"pushed: {pushed}\n" in out
+    assert f"\n      pushed: {pushed}\n" in report
     summary = out[out.index("where everything went:") :]
     listed = dict(re.findall(r"\n      (\S+(?: \S+)*?)\s{2,}(\S+)", summary))
     assert listed["pushed model"] == pushed

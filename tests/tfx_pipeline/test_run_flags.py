@@ -338,8 +338,8 @@ def test_run_log_keeps_the_console_to_progress_warnings_and_errors(tmp_path):
         "the summary",
         "after the run",
     ]
-    # `make demo` (bert_tf.demo, which runs this as a subprocess) still finds its progress.
-    from bert_tf import demo
+    # `make demo` (demo.run, which runs this as a subprocess) still finds its progress.
+    from demo import run as demo
 
     shown = [demo._PROGRESS.search(line) for line in out[1:6]]
     assert [m.group(1) for m in shown if m] == [line.split("] ", 1)[1] for line in out[1:6]]

@@ -15,7 +15,7 @@ r"""`make demo`: the main job, end to end on package-shipped data.
    ours), send a `fill_mask` and an encode (`serving_default`) request over gRPC with the
    official `PredictionService` stub, print the answers, and stop the server (SIGTERM).
 
-Usage: python -m bert_tf.demo [--output_dir=runs/demo] [--train_steps=300] [--max_documents=0]
+Usage: python -m demo.run [--output_dir=runs/demo] [--train_steps=300] [--max_documents=0]
            [--max_sentences_per_document=0] [--nominilm]
 The tests run it small: --nominilm --max_documents=10 --max_sentences_per_document=50
 --train_steps=40.
@@ -23,8 +23,8 @@ The tests run it small: --nominilm --max_documents=10 --max_sentences_per_docume
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
-import json
 import os
 import re
 import resource
@@ -34,7 +34,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 from absl import app, flags
+from scipy import stats
+
+from bert_tf.data import corpora, fetch
+from bert_tf.sentence_embedding import SentenceEncoder
+from serving.client import ServingClient
+from serving.process import ServerProcess
+from tfx_pipeline import configs, summary
 
 FLAGS = flags.FLAGS
 MODEL_NAME = "bert"
@@ -93,24 +101,6 @@ FILL_MASK_TEXTS = [
     "He was born in [MASK] and studied at the university of paris.",
 ]
 ENCODE_TEXTS = ["The river flows through the city.", "The team won the championship."]
-# The pipeline's options: a tiny BERT on short sequences (one pass of pair building over the
-# corpus, the evaluator on 50 held-out batches), so the whole run fits in a few minutes on
-# 2 CPU cores. Beam runs in-process: on this small corpus, starting a worker process per core
-# for every Beam component costs more than it saves. Blessing: masked-LM accuracy far above
-# chance (1/30522), NSP accuracy not far below the coin flip (0.5).
-PIPELINE_OPTIONS = [
-    "--preset=tiny",
-    "--max_seq_length=64",
-    "--max_predictions_per_seq=10",
-    "--dupe_factor=1",
-    "--eval_steps=50",
-    "--train_batch_size=32",
-    "--learning_rate=1e-3",
-    "--steps_per_loop=50",
-    "--min_masked_lm_accuracy=0.05",
-    "--min_next_sentence_accuracy=0.4",
-    "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
-]
 # What of the pipeline's log the demo shows while it runs: component start/end, reuse of a
 # cached execution, training progress, the evaluator's verdict and the push.
 _PROGRESS = re.compile(
@@ -147,10 +137,6 @@ def _done(start: tuple[float, float]) -> None:
 
 def _lee_similarity(encoder, gensim_dir: Path) -> tuple[float, float, int]:
     """Pearson and Spearman correlation of embedding cosines with the Lee human ratings."""
-    from scipy import stats
-
-    from bert_tf.data import corpora
-
     documents = [" ".join(doc) for doc in corpora.lee_documents(gensim_dir / "lee.cor")]
     ratings = np.loadtxt(gensim_dir / "similarities0-1.txt")
     if ratings.shape != (len(documents), len(documents)):
@@ -168,10 +154,6 @@ def _lee_similarity(encoder, gensim_dir: Path) -> tuple[float, float, int]:
 
 def _minilm(minilm_dir: Path, gensim_dir: Path) -> None:
     """Step 2: the real weights in our encoder reproduce the original model's numbers."""
-    import tensorflow as tf
-
-    from bert_tf.sentence_embedding import SentenceEncoder
-
     encoder = SentenceEncoder.from_pretrained(minilm_dir)
     features = encoder.preprocessor(tf.constant(SENTENCES[:1]))
     length = int(tf.reduce_sum(features["input_mask"][0]))
@@ -199,8 +181,6 @@ def _write_corpus(
 ) -> None:
     """Step 3. The file is replaced only when its text changes: ExampleGen fingerprints its
     input by size and mtime, so an untouched file keeps the pipeline's cache valid."""
-    from bert_tf.data import corpora
-
     documents = list(corpora.wikipedia_documents(gensim_dir / "enwiki-shortened.xml.bz2"))
     if max_documents:
         documents = documents[:max_documents]
@@ -219,16 +199,18 @@ def _write_corpus(
 def pipeline_args(
     corpus_dir: Path, pipeline_root: Path, serving_dir: Path, train_steps: int
 ) -> list[str]:
-    """`tfx_pipeline.run`'s flags for the demo's pretraining run (ML Metadata at the runner's
-    default, `<pipeline_root>/metadata.sqlite`)."""
+    """`tfx_pipeline.run`'s flags for the demo's pretraining run: `configs.DEMO_PRETRAINING`,
+    Beam in this process, ML Metadata at the runner's default (`<pipeline_root>/metadata.sqlite`)."""
     return [
         "--pipeline=pretrain",
         f"--data_root={corpus_dir}",
         f"--pipeline_root={pipeline_root}",
         f"--serving_model_dir={serving_dir}",
         f"--model_name={MODEL_NAME}",
-        f"--train_steps={train_steps}",
-        *PIPELINE_OPTIONS,
+        *configs.option_flags(
+            dataclasses.replace(configs.DEMO_PRETRAINING, train_steps=train_steps)
+        ),
+        "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS),
     ]
 
 
@@ -260,74 +242,18 @@ def _run_pipeline(args: list[str], log_path: Path) -> None:
         raise SystemExit(f"error: the pipeline failed (exit {code}); log {log_path}:\n{tail}")
 
 
-def pipeline_results(metadata_path: Path) -> tuple[dict[str, str], dict, str | None]:
-    """From ML Metadata, for the latest pipeline run: component -> execution state, the
-    evaluator's report, and the pushed model's folder (None: nothing pushed)."""
-    from ml_metadata import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(metadata_path)
-    store = metadata_store.MetadataStore(config)
-    latest_run = max(
-        store.get_contexts_by_type("pipeline_run"), key=lambda c: c.create_time_since_epoch
-    )
-    node_type = store.get_context_type("node")
-    states, evaluation, pushed = {}, {}, None
-    for execution in store.get_executions_by_context(latest_run.id):
-        node = next(
-            c.name
-            for c in store.get_contexts_by_execution(execution.id)
-            if c.type_id == node_type.id
-        ).split(".", 1)[1]
-        states[node] = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
-        outputs = {
-            e.artifact_id: e.path.steps[0].key
-            for e in store.get_events_by_execution_ids([execution.id])
-            if e.type == metadata_store_pb2.Event.OUTPUT
-        }
-        for artifact in store.get_artifacts_by_id(list(outputs)):
-            key, properties = outputs[artifact.id], artifact.custom_properties
-            if node == "PretrainingEvaluator" and key == "evaluation":
-                evaluation = json.loads((Path(artifact.uri) / "metrics.json").read_text())
-            if node == "Pusher" and key == "pushed_model" and properties["pushed"].int_value:
-                pushed = properties["pushed_destination"].string_value
-    return states, evaluation, pushed
-
-
 def _report_pipeline(metadata_path: Path) -> str | None:
-    """Prints what ML Metadata says about the latest run; returns the pushed model's folder."""
-    states, evaluation, pushed = pipeline_results(metadata_path)
-    print("      ML Metadata, this run: " + ", ".join(f"{n} {s}" for n, s in states.items()))
-    if evaluation:
-        candidate, baseline = evaluation["candidate"], evaluation["baseline"]
-        print(
-            f"      held-out masked_lm_accuracy {candidate['masked_lm_accuracy']:.3f}, "
-            f"next_sentence_accuracy {candidate['next_sentence_accuracy']:.3f} "
-            f"on {int(candidate['num_examples'])} eval pairs; "
-            f"thresholds {evaluation['thresholds']}"
-        )
-        if baseline:
-            print(
-                f"      the serving model on the same pairs: masked_lm_accuracy "
-                f"{baseline['masked_lm_accuracy']:.3f}, next_sentence_accuracy "
-                f"{baseline['next_sentence_accuracy']:.3f} (max decrease "
-                f"{evaluation['max_decrease']})"
-            )
-        failures = "; ".join(evaluation["failures"])
-        print(
-            f"      evaluator: {'BLESSED' if evaluation['blessed'] else 'NOT blessed: ' + failures}"
-        )
-    print(f"      pushed: {pushed or 'nothing this run'}")
-    return pushed
+    """Prints what ML Metadata recorded for the latest run (`tfx_pipeline.summary`, as the
+    pipeline's own end-of-run summary); returns the pushed model's folder (None: not this run)."""
+    results = summary.pipeline_results(str(metadata_path), configs.PRETRAINING_PIPELINE_NAME)
+    for line in summary.format_results(results).splitlines():
+        print(f"      {line}")
+    return results.pushed if not results.push_note else None
 
 
 def serve_and_query(model_base_path: Path, log_path: Path) -> None:
     """Step 5: model server on the pushed model (named after its folder), `fill_mask` and
     encode requests over gRPC, answers printed, then SIGTERM."""
-    from serving.client import ServingClient
-    from serving.process import ServerProcess
-
     model_name = model_base_path.name
     server = ServerProcess(
         [f"--model_name={model_name}", f"--model_base_path={model_base_path}"], log_path
@@ -371,8 +297,6 @@ def serve_and_query(model_base_path: Path, log_path: Path) -> None:
 
 def main(argv: list[str]) -> None:
     del argv
-    from bert_tf.data import fetch
-
     output_dir = Path(FLAGS.output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     print(f"bert-tfx demo: writing to {output_dir}")

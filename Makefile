@@ -9,11 +9,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: help setup test lint format demo lock lock-gpu data clean bazel-test
+.PHONY: help setup test check lint format demo lock lock-gpu data clean bazel-test
 
 help:
 	@echo "make demo   - set up, then run the main job end to end"
 	@echo "make test   - set up, then ruff + the full pytest suite"
+	@echo "make check  - ruff + the quick test files (tests/BUILD's fast list): the edit loop"
 	@echo "make setup  - create .venv with the locked dependencies (idempotent)"
 	@echo "make data   - fetch the package-shipped corpora and weights into the cache"
 	@echo "make lock   - recompile requirements.txt from requirements.in with uv"
@@ -47,6 +48,12 @@ format: setup
 TEST_WORKERS ?= 2
 test: setup lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The quick files are listed once, in tests/BUILD (`fast = [...]`, also CI's Bazel pass).
+FAST_TESTS = $(shell sed -n '/^    fast = \[/,/^    \],/p' tests/BUILD | grep -o '"[^"]*\.py"' | tr -d '"' | sed 's|^|tests/|')
+
+check: setup lint
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(FAST_TESTS)
 
 data: setup
 	$(PY) -m bert_tf.data.fetch --all

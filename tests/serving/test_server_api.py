@@ -291,7 +291,10 @@ def test_multi_inference(stub, client):
 
 
 def test_warmup_replayed_and_metrics_exported(server, client):
+    """Passes alone and in any order: it makes the requests whose counters it reads."""
     client.predict("strings", {"text": np.array(["x"], dtype=object)})
+    missing = grpc_code(client.predict, "nope", {"x": X})
+    assert missing == grpc.StatusCode.NOT_FOUND
     with urllib.request.urlopen(server.rest + "/monitoring/prometheus/metrics") as response:
         text = response.read().decode()
     assert ':tensorflow:serving:model_warmup_request_count{model_name="strings"} 3.0' in text

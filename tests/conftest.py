@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bert_tf import testing
 from bert_tf.configs import BertConfig
 from bert_tf.data import corpora, fetch
 
@@ -88,14 +89,7 @@ def lee_corpus(gensim_dir) -> Callable[..., Path]:
 
 # Tiny BERTs that train in seconds on a CPU. "no_dropout" is wider and exact from run to run:
 # a few hundred steps memorise a handful of examples, and differently distributed runs agree.
-_TINY = BertConfig(
-    vocab_size=30522,
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-)
+_TINY = testing.tiny_config(vocab_size=30522, num_hidden_layers=1, num_attention_heads=2)
 TINY_CONFIGS = {
     "tiny": _TINY,
     "no_dropout": dataclasses.replace(

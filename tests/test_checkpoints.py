@@ -11,19 +11,12 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from bert_tf import checkpoints, convert_checkpoint
+from bert_tf import checkpoints, convert_checkpoint, testing
 from bert_tf.configs import BertConfig
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertPretrainer
 
-TINY = BertConfig(
-    vocab_size=100,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=16,
-)
+TINY = testing.tiny_config(vocab_size=100, max_position_embeddings=16)
 IDS = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 33, 41, 8, 3]], dtype="int32")
 FEATURES = {
     "input_word_ids": IDS,

@@ -7,18 +7,11 @@ import pytest
 import tensorflow as tf
 from scipy.special import erf, log_softmax
 
-from bert_tf import heads, models
-from bert_tf.configs import BertConfig
+from bert_tf import heads, models, testing
 from bert_tf.encoder import build_encoder
 
-TINY = BertConfig(
-    vocab_size=100,
-    hidden_size=32,
-    num_hidden_layers=1,  # one layer keeps the six export round trips fast
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=16,
-)
+# One layer keeps the six export round trips fast.
+TINY = testing.tiny_config(vocab_size=100, num_hidden_layers=1, max_position_embeddings=16)
 IDS = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 33, 41, 8, 3]], dtype="int32")
 FEATURES = {
     "input_word_ids": IDS,

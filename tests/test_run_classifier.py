@@ -14,19 +14,13 @@ import pytest
 from absl import flags
 from safetensors.numpy import load_file
 
-from bert_tf import run_classifier, training
+from bert_tf import run_classifier, testing, training
 from bert_tf.configs import BertConfig
 from bert_tf.data import corpora
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertClassifier
 
-TINY = BertConfig(
-    vocab_size=30522,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-)
+TINY = testing.micro_config(vocab_size=30522, max_position_embeddings=512)
 
 
 @pytest.fixture(scope="module")

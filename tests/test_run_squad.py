@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_tf import run_squad, squad
-from bert_tf.configs import BertConfig
+from bert_tf import run_squad, squad, testing
 
 TESTDATA = Path(__file__).parent / "testdata"
 
@@ -24,13 +23,8 @@ def _official(squad_scripts_dir: Path, name: str):
 @pytest.fixture(scope="module")
 def bert_config_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("config") / "bert_config.json"
-    BertConfig(
-        vocab_size=30522,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=128,
+    testing.tiny_config(
+        vocab_size=30522, hidden_size=64, num_attention_heads=2, max_position_embeddings=128
     ).to_json_file(path)
     return path
 

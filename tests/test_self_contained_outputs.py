@@ -16,21 +16,14 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from bert_tf import checkpoints, run_classifier, run_squad
+from bert_tf import checkpoints, run_classifier, run_squad, testing
 from bert_tf.configs import BertConfig
 from serving import export
 
 TESTDATA = Path(__file__).parent / "testdata"
 WORDS = "the a movie film was is great good bad awful dull fun plot it who what where when did"
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "?", "!", *WORDS.split()]
-TINY = BertConfig(
-    vocab_size=len(VOCAB),
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=64,
-)
+TINY = testing.micro_config(vocab_size=len(VOCAB), max_position_embeddings=64)
 POSITIVE = ["a great movie .", "good fun !", "the plot is good", "it was great"]
 NEGATIVE = ["a dull film .", "awful !", "the plot is bad", "it was awful"]
 

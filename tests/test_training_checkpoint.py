@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, testing
 from bert_tf.configs import BertConfig
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertClassifier, BertPretrainer
 
-TINY = BertConfig(
-    vocab_size=100,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=16,
-)
+TINY = testing.tiny_config(vocab_size=100, max_position_embeddings=16)
 
 
 def _assert_equal(a, b):

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, pretraining_data
-from bert_tf.configs import BertConfig
+from bert_tf import checkpoints, pretraining_data, testing
 from bert_tf.data import corpora, fetch
 from bert_tf.encoder import build_encoder
 from bert_tf.glue import TextClassificationProcessor
@@ -105,14 +104,7 @@ def test_unigram_baseline_predicts_the_most_frequent_training_token(run_main, tm
 
 
 def test_keras_nlp_backbone_holds_our_weights():
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
+    config = testing.tiny_config(vocab_size=50, hidden_size=16, max_position_embeddings=16)
     encoder = build_encoder(config)
     from bert_tf import checkpoints
 
@@ -164,13 +156,8 @@ def test_feature_probe_scores_frozen_features_of_random_and_loaded_encoders(
     for split, n in (("train", 40), ("dev", 20)):
         rows = [(f"{words[str(i % 2)].split()[i % 4]} film number {i}", i % 2) for i in range(n)]
         prepare_data.write_tsv(rows, data / f"{split}.tsv")
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
+    config = testing.tiny_config(
+        vocab_size=30522, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32
     )
     config.to_json_file(tmp_path / "bert_config.json")
     encoder = build_encoder(config)

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from bert_tf.configs import BertConfig
+from bert_tf import testing
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
 from bert_tf.tokenization import BertPreprocessor
@@ -39,14 +39,7 @@ WORDS = [
     "by",
 ]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "?", "!", *WORDS, "##s", "##ing"]
-TINY = BertConfig(
-    vocab_size=len(VOCAB),
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=64,
-)
+TINY = testing.tiny_config(vocab_size=len(VOCAB))
 MINILM_CLS_0_5 = [-0.00255, 0.117697, 0.003738, 0.244708, -0.517231]
 LABELS = ["neg", "neutral", "pos"]
 

@@ -15,8 +15,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf import checkpoints, testing
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertClassifier
 from bert_tf.tokenization import BertPreprocessor
@@ -25,14 +24,7 @@ from serving.signatures import read_signature_defs
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", "the", "a", "dog", "runs", "fast"]
 VOCAB += ["movie", "was", "great", "bad", "is", "it", "sunny", "yes", "##s"]
-TINY = BertConfig(
-    vocab_size=len(VOCAB),
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=32,
-)
+TINY = testing.micro_config(vocab_size=len(VOCAB))
 LABELS = ["neg", "pos"]
 SEQ_LENGTH = 16
 TEXTS = ["the movie was great .", "the dog runs fast", "is it sunny ?"]

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import squad, training
-from bert_tf.configs import BertConfig
+from bert_tf import squad, testing, training
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tokenization import BertPreprocessor
@@ -29,13 +28,8 @@ SEQ_LENGTH = 64
 def span_model(minilm_dir):
     """A tiny random `BertSpanLabeler` on MiniLM's vocab and its preprocessor."""
     preprocessor = BertPreprocessor(minilm_dir / "vocab.txt", seq_length=SEQ_LENGTH)
-    config = BertConfig(
-        vocab_size=preprocessor.tokenizer.vocabulary_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=SEQ_LENGTH,
+    config = testing.tiny_config(
+        vocab_size=preprocessor.tokenizer.vocabulary_size, max_position_embeddings=SEQ_LENGTH
     )
     keras.utils.set_random_seed(3)
     return BertSpanLabeler(build_encoder(config)), preprocessor

@@ -427,7 +427,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "the", "a", "man", "
 def test_pretraining_evaluator_scores_a_pushed_version_like_the_trainers_keras_model(tmp_path):
     """A pushed version has only the serving SavedModel: its `pretraining_logits` signature
     scores it the same as the Trainer's Keras file scores the candidate."""
-    from bert_tf.configs import BertConfig
+    from bert_tf import testing
     from bert_tf.encoder import build_encoder
     from bert_tf.models import BertPretrainer
     from bert_tf.tokenization import BertPreprocessor
@@ -436,14 +436,7 @@ def test_pretraining_evaluator_scores_a_pushed_version_like_the_trainers_keras_m
     from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
     keras.utils.set_random_seed(3)
-    config = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
+    config = testing.micro_config(vocab_size=len(VOCAB))
     model = BertPretrainer(build_encoder(config))
     preprocessor = BertPreprocessor(VOCAB, seq_length=12)
     rng = np.random.default_rng(0)
@@ -491,7 +484,7 @@ def regression_inputs(tmp_path_factory):
     """A tiny STS-B-style regressor's export (as a Trainer's Model) and its eval examples."""
     import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
 
-    from bert_tf.configs import BertConfig
+    from bert_tf import testing
     from bert_tf.encoder import build_encoder
     from bert_tf.models import BertClassifier
     from bert_tf.tokenization import BertPreprocessor
@@ -500,14 +493,7 @@ def regression_inputs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tfma_eval")
     keras.utils.set_random_seed(5)
-    config = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
+    config = testing.micro_config(vocab_size=len(VOCAB))
     model = standard_artifacts.Model()
     model.uri = str(root / "trainer_model")
     trainer_lib.export_serving_model(
@@ -661,19 +647,12 @@ def exports(tmp_path_factory) -> SimpleNamespace:
     exported again (what a rerun of the seeded Trainer on unchanged data writes);
     `relabelled`, other label names in its graph (the weights unchanged); `retrained`, one
     weight changed."""
-    from bert_tf.configs import BertConfig
+    from bert_tf import testing
     from bert_tf.encoder import build_encoder
     from bert_tf.models import BertClassifier
 
     root = tmp_path_factory.mktemp("exports")
-    config = BertConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=32,
-    )
+    config = testing.micro_config(vocab_size=len(VOCAB))
     keras.utils.set_random_seed(5)
     classifier = BertClassifier(build_encoder(config), 2)
     candidate = _export(root / "candidate", classifier)

@@ -10,7 +10,8 @@ Every program of this project (and anything that imports `bert_tf`, `serving` or
   hiding every C++ error (`TF_CPP_MIN_LOG_LEVEL=3`), so the standard-error file descriptor is
   captured while `tensorflow` itself is imported and replayed without exactly these lines;
 - google.api_core's FutureWarning that Python 3.10 is past end of life (the stack is pinned to
-  3.10 on purpose: see the README's Setup section).
+  3.10 on purpose: see the README's Setup section), and google-cloud-aiplatform's that
+  google-cloud-storage 2.x support will end (TFX 1.16's dependencies need 2.x).
 
 Anything else, including other C++ errors printed during the import and every later warning,
 is kept. `BERT_TFX_VERBOSE_IMPORT=1` turns all of this off.
@@ -38,6 +39,9 @@ HARMLESS_STDERR = re.compile(
     rb"plugin \w+ when one has already been registered"
 )
 _PYTHON_3_10_WARNING = r"You are using a non-supported Python version \(3\.10\."
+# google-cloud-aiplatform on import (tfx_pipeline imports it for Vertex): the lock keeps
+# google-cloud-storage 2.x, which TFX 1.16's dependencies require.
+_STORAGE_2_WARNING = r"Support for google-cloud-storage < 3\.0\.0 will be removed"
 
 
 def filter_stderr(data: bytes) -> bytes:
@@ -93,6 +97,12 @@ def install() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     warnings.filterwarnings(
         "ignore", message=_PYTHON_3_10_WARNING, category=FutureWarning, module=r"google\.api_core"
+    )
+    warnings.filterwarnings(
+        "ignore",
+        message=_STORAGE_2_WARNING,
+        category=FutureWarning,
+        module=r"google\.cloud\.aiplatform",
     )
     if "tensorflow" not in sys.modules and not any(
         isinstance(finder, _QuietTensorFlowFinder) for finder in sys.meta_path

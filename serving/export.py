@@ -71,9 +71,8 @@ from bert_tf import checkpoints, fileio
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
 from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.tokenization import SPECIAL_TOKENS, BertPreprocessor
-from serving.signatures import set_method_names
+from serving.signatures import WARMUP_FILE, set_method_names
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
 SQUAD_OPTIONS_ASSET = os.path.join("assets", "squad_options.json")
 MASK_TOKEN = SPECIAL_TOKENS[4]

@@ -38,8 +38,8 @@ from serving.batching import BatchScheduler
 from serving.metrics import Metrics
 from serving.model_manager import ModelManager
 from serving.servable import Servable, ServingError, Signature, load_servable
+from serving.signatures import WARMUP_FILE
 
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 _MAX_WARMUP_RECORDS = 1000  # TF Serving's limit
 
 CLASSIFY = tf.saved_model.CLASSIFY_METHOD_NAME

@@ -20,6 +20,10 @@ from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 SAVED_MODEL_FILENAME = "saved_model.pb"
 
 
+# TF Serving's warmup records inside a SavedModel version (replayed before it serves).
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
 def _read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:
     path = os.path.join(export_dir, SAVED_MODEL_FILENAME)
     if not tf.io.gfile.exists(path):

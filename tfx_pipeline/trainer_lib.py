@@ -6,6 +6,7 @@ folder into the user-code wheel, and this file is library code imported by the m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -20,24 +21,13 @@ from bert_tf.configs import BertConfig
 from bert_tf.optimization import create_optimizer
 from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import BertPreprocessor, load_vocab
-
-# Trainer custom_config keys and defaults (run.py flags of the same names set them).
-TRAINING_DEFAULTS = {
-    "train_batch_size": 32,
-    "eval_batch_size": 32,
-    "learning_rate": 1e-4,
-    "warmup_proportion": 0.1,
-    "precision": "float32",
-    "jit_compile": False,
-    "distribution_strategy": "one_device",
-    "steps_per_loop": 100,
-    "random_seed": 12345,
-}
+from tfx_pipeline import configs
 
 
 def training_options(custom_config: dict[str, Any] | None) -> dict[str, Any]:
-    """TRAINING_DEFAULTS overridden by the Trainer's custom_config; unknown keys kept."""
-    return {**TRAINING_DEFAULTS, **(custom_config or {})}
+    """`configs.TrainingOptions`' defaults overridden by the Trainer's custom_config (which
+    run.py fills from the flags of the same names); unknown keys kept."""
+    return {**dataclasses.asdict(configs.TrainingOptions()), **(custom_config or {})}
 
 
 def base_model_checkpoint(base_model: str | None) -> str | None:

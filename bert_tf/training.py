@@ -170,12 +170,12 @@ def _batch_size(dataset: tf.data.Dataset) -> int | None:
     return sizes.pop() if len(sizes) == 1 else None
 
 
-
 @tf.autograph.experimental.do_not_convert
 def _log_untrained(paths: list[str]) -> None:
     """Logged while the step is traced; not converted, so the log line names this file (a
     converted call would be attributed to AutoGraph's api.py)."""
     logging.info("no gradient from the loss, not trained: %s", ", ".join(paths))
+
 
 class Trainer:
     """Trains `model` with `optimizer` on `loss_fn`; see the module docstring.

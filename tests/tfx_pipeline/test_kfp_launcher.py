@@ -501,7 +501,22 @@ def test_second_run_compares_against_the_first_push(compiled, first_run, second_
     # TFX's blessing keys: baseline_model (uri) and baseline_model_id (the artifact's name).
     assert blessing["baseline_model"] == baseline["uri"]
     assert blessing["baseline_model_id"] == baseline["name"]
-    # Pushed again only if blessed against that baseline.
+    assert blessing["blessed"] == report["blessed"]
+    # The same inputs and seeds usually train the same weights again: ServingBaseline compares
+    # the candidate with the serving version, and an identical model is never pushed twice.
+    # Otherwise it is pushed again only if blessed against that baseline.
+    from tfx_pipeline.components.serving_baseline import model_digest
+
+    candidate = _local(launcher, second_run.tasks["Trainer"].artifact("model")["uri"])
+    same = model_digest(str(candidate / "Format-Serving")) == model_digest(
+        str(model_base_path / str(first_version))
+    )
+    assert int(baseline["metadata"]["same_as_serving"]) == int(same)
     pushed = second_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
-    assert pushed["pushed"] == blessing["blessed"] == report["blessed"]
-    assert len(_versions(model_base_path)) == 1 + int(report["blessed"])
+    if same:
+        assert int(pushed["pushed"]) == 0
+        assert pushed["not_pushed_reason"] == f"same model as version {first_version}"
+        assert _versions(model_base_path) == [first_version]
+    else:
+        assert int(pushed["pushed"]) == int(report["blessed"])
+        assert len(_versions(model_base_path)) == 1 + int(report["blessed"])

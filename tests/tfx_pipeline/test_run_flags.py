@@ -222,7 +222,9 @@ def test_trainer_steps_are_epochs_times_examples_over_batch(tmp_path, caplog):
 
     files = _train_files(tmp_path / "Split-train", 140)
     options = {"num_train_epochs": 3.0, "train_batch_size": 16}
+    # absl's logger too: an earlier SavedModel load in this process may have left absl at WARNING.
     caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")
     fn_args = SimpleNamespace(train_steps=None, train_files=files)
     assert trainer_lib.num_train_steps(fn_args, options) == math.ceil(3 * 140 / 16) == 27
     assert "training steps: 27 = ceil(3 epochs x 140 training examples / batch size 16)" in (

@@ -215,10 +215,11 @@ def pipeline_args(
 
 
 def _run_pipeline(args: list[str], log_path: Path) -> None:
-    """Runs `python -m tfx_pipeline.run <args>`, its full log to `log_path`, progress shown."""
+    """Runs `python -m tfx_pipeline.run <args>`, its console output (progress and summary; the
+    full log is under `<pipeline_root>/logs/`) to `log_path`, progress shown."""
     command = [sys.executable, "-m", "tfx_pipeline.run", *args]
     print("      $ python -m tfx_pipeline.run " + " \\\n          ".join(args))
-    print(f"      (full log: {log_path})", flush=True)
+    print(f"      (console output: {log_path}; full log under <pipeline_root>/logs/)", flush=True)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     repo = Path(__file__).resolve().parents[1]
     with open(log_path, "w", encoding="utf-8", buffering=1) as log:  # line-buffered: tail -f

@@ -27,6 +27,7 @@ from tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset import (
     bert_vocab_from_dataset,
 )
 
+from bert_tf import fileio
 from bert_tf.tokenization import SPECIAL_TOKENS, normalize_text, validate_vocab
 
 FLAGS = flags.FLAGS
@@ -131,10 +132,7 @@ def write_vocab(tokens: Sequence[str], output_file: str) -> None:
     parent = os.path.dirname(output_file)
     if parent:
         tf.io.gfile.makedirs(parent)
-    tmp = f"{output_file}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write("".join(f"{token}\n" for token in tokens))
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+    fileio.atomic_write_text(output_file, "".join(f"{token}\n" for token in tokens))
 
 
 def main(argv: Sequence[str]) -> None:

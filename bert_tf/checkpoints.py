@@ -281,7 +281,7 @@ def get_google_weights(model: keras.Model) -> dict[str, np.ndarray]:
 
 
 @dataclasses.dataclass
-class _Source:
+class CheckpointSource:
     """A checkpoint seen in google naming: shapes and loaders, plus names it could not map."""
 
     path: str
@@ -291,12 +291,17 @@ class _Source:
     config: BertConfig | None  # the checkpoint's own config, when one lies beside it
     model: keras.Model | None = None  # the whole restored task model (object-based checkpoints)
 
+    @property
+    def has_masked_lm_head(self) -> bool:
+        """Whether the checkpoint holds the masked-LM head (a pretraining checkpoint)."""
+        return "cls/predictions/output_bias" in self.shapes
+
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint's variables do not match the model's; the message lists every difference."""
 
 
-def _read_google(path: str) -> _Source:
+def _read_google(path: str) -> CheckpointSource:
     reader = tf.train.load_checkpoint(path)
     shapes = {
         name: tuple(shape)
@@ -305,10 +310,10 @@ def _read_google(path: str) -> _Source:
     }
     config_file = Path(path if os.path.isdir(path) else os.path.dirname(path)) / CONFIG_NAME
     config = BertConfig.from_json_file(config_file) if config_file.exists() else None
-    return _Source(str(path), shapes, reader.get_tensor, [], config)
+    return CheckpointSource(str(path), shapes, reader.get_tensor, [], config)
 
 
-def _read_hf(path: str) -> _Source:
+def _read_hf(path: str) -> CheckpointSource:
     weights_file = Path(path) / HF_WEIGHTS_NAME if os.path.isdir(path) else Path(path)
     tensors = load_file(weights_file)
     by_hf = {row.hf: row for row in _table(_count_hf_layers(tensors))}
@@ -328,7 +333,7 @@ def _read_hf(path: str) -> _Source:
             arrays[row.google] = array.T if row.hf_transposed else array
     config_file = weights_file.parent / "config.json"
     config = BertConfig.from_hf_json_file(config_file) if config_file.exists() else None
-    return _Source(
+    return CheckpointSource(
         str(path), {k: v.shape for k, v in arrays.items()}, arrays.__getitem__, unmapped, config
     )
 
@@ -404,7 +409,7 @@ def restore_newest_readable(
     raise ValueError(f"{directory}: none of its checkpoints is readable ({', '.join(paths)})")
 
 
-def _read_object(path: str) -> _Source:
+def _read_object(path: str) -> CheckpointSource:
     """Rebuilds the checkpointed model from its stored config and restores it by object graph."""
     reader = tf.train.load_checkpoint(path)
     if not reader.has_tensor(_MODEL_CONFIG_TENSOR):
@@ -424,7 +429,7 @@ def _read_object(path: str) -> _Source:
     status = tf.train.Checkpoint(encoder=find_encoder(model), model=model).read(prefix)
     status.expect_partial().assert_existing_objects_matched()
     arrays = get_google_weights(model)
-    return _Source(
+    return CheckpointSource(
         str(path),
         {k: v.shape for k, v in arrays.items()},
         arrays.__getitem__,
@@ -435,7 +440,7 @@ def _read_object(path: str) -> _Source:
 
 
 # Format name -> reader.
-_READERS: dict[str, Callable[[str], _Source]] = {
+_READERS: dict[str, Callable[[str], CheckpointSource]] = {
     "google": _read_google,
     "hf": _read_hf,
     "object": _read_object,
@@ -470,7 +475,7 @@ def detect_format(path: str | os.PathLike) -> str:
     raise ValueError(f"{path}: TF checkpoint without any google-research 'bert/...' variable")
 
 
-def read_checkpoint(path: str | os.PathLike) -> _Source:
+def read_checkpoint(path: str | os.PathLike) -> CheckpointSource:
     """Opens any supported checkpoint as google-named arrays (see `detect_format`)."""
     return _READERS[detect_format(path)](str(path))
 
@@ -489,7 +494,7 @@ def _config_diffs(model_config: BertConfig, checkpoint_config: BertConfig) -> li
     ]
 
 
-def _check_config(model_config: BertConfig, source: _Source) -> None:
+def _check_config(model_config: BertConfig, source: CheckpointSource) -> None:
     if source.config is None:
         return
     if diffs := _config_diffs(model_config, source.config):
@@ -595,7 +600,7 @@ def load_pretrained(
 
 def _task_head_pairs(
     model: keras.Model,
-    source: _Source,
+    source: CheckpointSource,
     weights: dict[str, tuple[_Row, keras.Variable]],
     missing: list[str],
     mismatched: dict[str, str],

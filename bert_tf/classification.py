@@ -8,7 +8,7 @@ Example:
 
     processor = glue.get_processor("sst-2")
     examples = processor.get_train_examples("glue/SST-2")
-    dataset = make_dataset(examples, preprocessor, processor.labels, 32, training_mode=True)
+    dataset = make_dataset(examples, preprocessor, processor.labels, 32, training=True)
     loss_fn = classification_loss_fn(num_classes=2)   # a `training.Trainer` hook
 """
 
@@ -28,7 +28,7 @@ def make_dataset(
     preprocessor,
     label_list: Sequence[str],
     batch_size: int,
-    training_mode: bool,
+    training: bool,
     seed: int | None = None,
 ) -> tf.data.Dataset:
     """Batches of (encoder inputs, label ids / float scores) tokenized in-graph.
@@ -47,16 +47,16 @@ def make_dataset(
     else:
         labels = tf.constant([e.label or 0.0 for e in examples], tf.float32)
     dataset = tf.data.Dataset.range(len(examples))
-    if training_mode:
+    if training:
         dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=training_mode)
+    dataset = dataset.batch(batch_size, drop_remainder=training)
 
     def features(ids):
         segments = (tf.gather(texts_a, ids), tf.gather(texts_b, ids))
         inputs = preprocessor(segments if has_pair else segments[0])
         # Static shapes (ragged tokenization loses the batch size) for XLA and the trainer.
-        shape = [batch_size if training_mode else None, preprocessor.seq_length]
+        shape = [batch_size if training else None, preprocessor.seq_length]
         inputs = {k: tf.ensure_shape(v, shape) for k, v in inputs.items()}
         return inputs, tf.gather(labels, ids)
 

@@ -80,6 +80,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "random_seed", 12345, "Random seed for data generation.", flag_values=flag_values
     )
+    # One name across the project (the other scripts' and the pipelines' --seed).
+    flags.DEFINE_alias("seed", "random_seed", flag_values=flag_values)
     flags.DEFINE_integer(
         "dupe_factor",
         10,
@@ -147,7 +149,7 @@ def main(argv: list[str]) -> None:
         "do_whole_word_mask": FLAGS.do_whole_word_mask,
         "max_seq_length": FLAGS.max_seq_length,
         "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
-        "random_seed": FLAGS.random_seed,
+        "seed": FLAGS.random_seed,
         "dupe_factor": FLAGS.dupe_factor,
         "masked_lm_prob": FLAGS.masked_lm_prob,
         "short_seq_prob": FLAGS.short_seq_prob,

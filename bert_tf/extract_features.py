@@ -30,7 +30,8 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from bert_tf.flags_util import decode_utf8, define_tpu_flags
+from bert_tf import fileio, options
+from bert_tf.flags_util import check_positive, decode_utf8, define_tpu_flags
 
 FLAGS = flags.FLAGS
 
@@ -50,40 +51,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "output_file", None, "Where to write the JSON lines.", flag_values=flag_values
     )
-    flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocab (default: vocab.txt beside the ckpt).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "bert_config_file",
-        None,
-        "bert_config.json (default: the checkpoint's own config).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "google-research/our checkpoint or HF folder.",
-        flag_values=flag_values,
-    )
+    # --init_checkpoint --bert_config_file --vocab_file --do_lower_case --max_seq_length
+    options.define_flags(options.ModelSourceOptions, flag_values)
     flags.DEFINE_string(
         "layers",
         "-1,-2,-3,-4",
         "Comma-separated layer indexes (-1 = last).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_seq_length",
-        128,
-        "Tokens per example after WordPiece, [CLS]/[SEP] in.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lowercase and strip accents (uncased models).",
         flag_values=flag_values,
     )
     flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", flag_values=flag_values)
@@ -199,9 +172,8 @@ def extract(
 
 def main(argv: list[str]) -> None:
     del argv
-    from bert_tf import checkpoints
+    from bert_tf import checkpoints, model_source
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.tokenization import BertPreprocessor
 
     for name in ("input_file", "output_file", "init_checkpoint"):
@@ -209,24 +181,22 @@ def main(argv: list[str]) -> None:
             sys.exit(f"error: --{name} is required")
     if not os.path.isfile(FLAGS.input_file):
         sys.exit(f"error: --input_file={FLAGS.input_file}: no such file")
-    if FLAGS.batch_size <= 0:
-        sys.exit(f"error: --batch_size: expected a positive number, got {FLAGS.batch_size}")
+    try:
+        options.check(options.from_flags(options.ModelSourceOptions, FLAGS))
+        check_positive(FLAGS, ["batch_size"])
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     if FLAGS.use_tpu:
         # Extraction is inference on this machine (tokenization in-graph, on the host).
         logging.warning("--use_tpu ignored: extract_features runs on this machine's CPU/GPU")
     try:
-        config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
-        if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
-            raise ValueError(
-                f"--max_seq_length: expected 3..{config.max_position_embeddings} "
-                f"(max_position_embeddings), got {FLAGS.max_seq_length}"
-            )
+        source = model_source.resolve(
+            FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.max_seq_length
+        )
+        config = source.config
         layers = parse_layers(FLAGS.layers, config.num_hidden_layers)
-        vocab_file = FLAGS.vocab_file or checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
-        if not vocab_file:
-            raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
         preprocessor = BertPreprocessor(
-            vocab_file, seq_length=FLAGS.max_seq_length, lower_case=FLAGS.do_lower_case
+            source.vocab, seq_length=FLAGS.max_seq_length, lower_case=FLAGS.do_lower_case
         )
         encoder = build_encoder(config)
         checkpoints.load_pretrained(encoder, FLAGS.init_checkpoint)
@@ -238,14 +208,9 @@ def main(argv: list[str]) -> None:
 
     output = Path(FLAGS.output_file)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for record in extract(examples, encoder, preprocessor, layers, FLAGS.batch_size):
-                f.write(json.dumps(record) + "\n")
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with fileio.atomic_open(output, "w") as f:
+        for record in extract(examples, encoder, preprocessor, layers, FLAGS.batch_size):
+            f.write(json.dumps(record) + "\n")
     logging.info("wrote %d examples to %s", len(examples), output)
 
 

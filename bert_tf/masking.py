@@ -51,7 +51,7 @@ from bert_tf.tokenization import SpecialTokenIds
 
 
 def example_seed(*parts: int) -> tuple[int, int]:
-    """A stateless-op seed pair derived from non-negative ints, e.g. (random_seed, dupe, doc, i).
+    """A stateless-op seed pair derived from non-negative ints, e.g. (seed, dupe, doc, i).
 
     numpy's `SeedSequence` hashes the tuple (a fixed, documented algorithm), so every process
     and machine derives the same pair for the same parts.

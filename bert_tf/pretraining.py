@@ -113,11 +113,16 @@ def pretraining_dataset(
 
 
 def evaluate(
-    model, dataset: tf.data.Dataset, max_steps: int | None = None, jit_compile: bool = False
+    model,
+    dataset: tf.data.Dataset,
+    max_steps: int | None = None,
+    jit_compile: bool = False,
+    with_count: bool = False,
 ) -> dict[str, float]:
     """`EVAL_KEYS` over `dataset` (at most `max_steps` batches), as google-research computes
     them: masked-LM loss and accuracy weighted over all predictions, NSP ones over examples,
-    `loss` their sum."""
+    `loss` their sum; with `with_count`, `num_examples` too. `model`: a `BertPretrainer` or any
+    `model(inputs, training=False) -> {"mlm_logits", "nsp_logits"}` (an exported signature)."""
     if max_steps is not None:
         dataset = dataset.take(max_steps)
 
@@ -147,6 +152,12 @@ def evaluate(
             totals[key] = totals.get(key, 0.0) + float(value)
     if not totals.get("examples"):
         raise ValueError("evaluate: the dataset is empty")
+    if with_count:
+        return {**_metrics(totals), "num_examples": totals["examples"]}
+    return _metrics(totals)
+
+
+def _metrics(totals: dict[str, float]) -> dict[str, float]:
     weights = max(totals["weights"], 1e-5)
     result = {
         "masked_lm_accuracy": totals["mlm_correct"] / weights,

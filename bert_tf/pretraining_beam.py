@@ -24,7 +24,7 @@ orders and tasks its corpus (per output split) with `ReadDocuments(keep_text=Tru
   `pretraining_data.mask_instances`, serialized by `pretraining_data.to_example`. (The
   ExampleGen instead writes each `pretraining_data.sentence_pairs` pair as text.)
 
-Every random choice is seeded per (random_seed, duplication round, document[, instance]) (see
+Every random choice is seeded per (seed, duplication round, document[, instance]) (see
 `bert_tf.pretraining_data`), and masking is stateless per row, so the records do not depend on
 the runner, the number of workers or how elements are batched: the pipeline writes exactly the
 records of the single-process path, in another order (the shards are unordered).
@@ -172,7 +172,7 @@ class _InstancesFn(beam.DoFn):
             dupe_index,
             self._options["max_seq_length"],
             self._options["short_seq_prob"],
-            self._options["random_seed"],
+            self._options["seed"],
             self._special_ids,
         )
         self._instances.inc(len(instances))
@@ -210,7 +210,7 @@ def PretrainingExamples(
     do_whole_word_mask: bool = False,
     max_seq_length: int = 128,
     max_predictions_per_seq: int = 20,
-    random_seed: int = 12345,
+    seed: int = 12345,
     masked_lm_prob: float = 0.15,
     short_seq_prob: float = 0.1,
 ) -> beam.PCollection:
@@ -219,7 +219,7 @@ def PretrainingExamples(
         "do_whole_word_mask": do_whole_word_mask,
         "max_seq_length": max_seq_length,
         "max_predictions_per_seq": max_predictions_per_seq,
-        "random_seed": random_seed,
+        "seed": seed,
         "masked_lm_prob": masked_lm_prob,
         "short_seq_prob": short_seq_prob,
     }
@@ -273,7 +273,7 @@ def create_pretraining_data(
     do_whole_word_mask: bool = False,
     max_seq_length: int = 128,
     max_predictions_per_seq: int = 20,
-    random_seed: int = 12345,
+    seed: int = 12345,
     dupe_factor: int = 10,
     masked_lm_prob: float = 0.15,
     short_seq_prob: float = 0.1,
@@ -310,7 +310,7 @@ def create_pretraining_data(
         do_whole_word_mask=do_whole_word_mask,
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
-        random_seed=random_seed,
+        seed=seed,
         masked_lm_prob=masked_lm_prob,
         short_seq_prob=short_seq_prob,
     )

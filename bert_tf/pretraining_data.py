@@ -19,8 +19,8 @@ The algorithm and the record layout are google-research/bert `create_pretraining
 
 Determinism, independent of processing order (so a distributed run can reproduce it): the
 random choices for document d in duplication round k come from a generator seeded with
-(random_seed, k, d), where d is the document's position in the input (files in the given order,
-each glob's matches sorted); instance i of it is masked with seed (random_seed, k, d, i), and the
+(seed, k, d), where d is the document's position in the input (files in the given order,
+each glob's matches sorted); instance i of it is masked with seed (seed, k, d, i), and the
 output order is the order of those seeds. The original draws everything from one sequential
 generator instead, so its files differ from ours for the same seed (same distribution).
 
@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -47,6 +48,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.masking import MaskedLmMasker, example_seed
 from bert_tf.tfrecords import check_tfrecord_file
 from bert_tf.tokenization import BertTokenizer, SpecialTokenIds
@@ -203,9 +205,9 @@ class TrainingInstance:
     seed: tuple[int, int]  # masking seed; also the instance's place in the output order
 
 
-def document_rng(random_seed: int, dupe_index: int, document_index: int) -> random.Random:
+def document_rng(seed: int, dupe_index: int, document_index: int) -> random.Random:
     """The generator of one document's choices in one duplication round."""
-    high, low = example_seed(random_seed, dupe_index, document_index)
+    high, low = example_seed(seed, dupe_index, document_index)
     return random.Random((high << 32) | low)
 
 
@@ -269,11 +271,11 @@ def create_instances_from_document(
     dupe_index: int,
     max_seq_length: int,
     short_seq_prob: float,
-    random_seed: int,
+    seed: int,
     special_ids: SpecialTokenIds,
 ) -> list[TrainingInstance]:
     """The sentence-pair instances of one document for one duplication round."""
-    rng = document_rng(random_seed, dupe_index, document_index)
+    rng = document_rng(seed, dupe_index, document_index)
     max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
     instances = []
     for sentences_a, sentences_b, is_random_next in sentence_pairs(
@@ -288,7 +290,7 @@ def create_instances_from_document(
                 tokens=tokens,
                 segment_ids=[0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1),
                 is_random_next=is_random_next,
-                seed=example_seed(random_seed, dupe_index, document_index, len(instances)),
+                seed=example_seed(seed, dupe_index, document_index, len(instances)),
             )
         )
     return instances
@@ -300,7 +302,7 @@ def create_training_instances(
     max_seq_length: int = 128,
     dupe_factor: int = 10,
     short_seq_prob: float = 0.1,
-    random_seed: int = 12345,
+    seed: int = 12345,
 ) -> list[TrainingInstance]:
     """All instances, shuffled (ordered by their seeds: a shuffle any process can reproduce)."""
     instances = []
@@ -314,7 +316,7 @@ def create_training_instances(
                     dupe_index,
                     max_seq_length,
                     short_seq_prob,
-                    random_seed,
+                    seed,
                     special_ids,
                 )
             )
@@ -385,17 +387,16 @@ def write_instance_examples(
 
     Logs the first examples as the original does when `vocabulary` is given; returns the count.
     """
-    temps = [
-        os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-        for path in output_files
-    ]
-    writers = []
-    try:
-        for path in output_files:
-            if os.path.dirname(path):
-                tf.io.gfile.makedirs(os.path.dirname(path))
-        writers = [tf.io.TFRecordWriter(temp) for temp in temps]
-        start, count = time.monotonic(), 0
+    for path in output_files:
+        if os.path.dirname(path):
+            tf.io.gfile.makedirs(os.path.dirname(path))
+    count = 0
+    # Every file under a temp name until all are complete (then renamed in order); on an error
+    # none of them is left, half-written or not.
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(fileio.atomic_path(path)) for path in output_files]
+        writers = [stack.enter_context(tf.io.TFRecordWriter(temp)) for temp in temps]
+        start = time.monotonic()
         for count, record in enumerate(features, 1):
             # deterministic=True: the feature map in key order, so equal records are equal bytes.
             example = to_example(record).SerializeToString(deterministic=True)
@@ -405,16 +406,6 @@ def write_instance_examples(
             if count % 10_000 == 0:
                 rate = count / max(time.monotonic() - start, 1e-9)
                 logging.info("wrote %d instances (%.0f instances/s)", count, rate)
-        for writer in writers:
-            writer.close()
-        for temp, path in zip(temps, output_files, strict=True):
-            tf.io.gfile.rename(temp, path, overwrite=True)
-    finally:
-        for writer in writers:
-            writer.close()
-        for temp in temps:
-            if tf.io.gfile.exists(temp):
-                tf.io.gfile.remove(temp)
     logging.info("Wrote %d total instances", count)
     return count
 
@@ -427,7 +418,7 @@ def create_pretraining_data(
     do_whole_word_mask: bool = False,
     max_seq_length: int = 128,
     max_predictions_per_seq: int = 20,
-    random_seed: int = 12345,
+    seed: int = 12345,
     dupe_factor: int = 10,
     masked_lm_prob: float = 0.15,
     short_seq_prob: float = 0.1,
@@ -466,7 +457,7 @@ def create_pretraining_data(
         max_seq_length=max_seq_length,
         dupe_factor=dupe_factor,
         short_seq_prob=short_seq_prob,
-        random_seed=random_seed,
+        seed=seed,
     )
     masker = MaskedLmMasker.from_vocab(
         vocabulary,

@@ -44,18 +44,11 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, fileio, glue, training
+from bert_tf import checkpoints, fileio, glue, model_source, options, training
 from bert_tf.classification import classification_loss_fn, evaluate, make_dataset
 from bert_tf.encoder import build_encoder
-from bert_tf.flags_util import (
-    TRAINING_LOOP_FLAGS,
-    check_positive,
-    checkpoint_file,
-    define_tpu_flags,
-    resolve_config,
-)
+from bert_tf.flags_util import check_positive, define_tpu_flags
 from bert_tf.models import BertClassifier
-from bert_tf.optimization import create_optimizer
 from bert_tf.tokenization import BertPreprocessor
 
 FLAGS = flags.FLAGS
@@ -71,31 +64,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "data_dir", None, "Folder with the task's train/dev/test files.", flag_values=flag_values
     )
     flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocab (default: vocab.txt beside the ckpt).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "bert_config_file",
-        None,
-        "bert_config.json (default: the checkpoint's own config).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "google-research/our checkpoint or HF folder.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
         "output_dir", None, "Checkpoints, logs and results go here.", flag_values=flag_values
-    )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lowercase and strip accents (uncased models).",
-        flag_values=flag_values,
     )
     flags.DEFINE_bool("do_train", False, "Fine-tune on train.", flag_values=flag_values)
     flags.DEFINE_bool(
@@ -104,63 +73,19 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_bool(
         "do_predict", False, "Predict on test; writes test_results.tsv.", flag_values=flag_values
     )
-    flags.DEFINE_integer(
-        "max_seq_length", 128, "Tokens per example, [CLS]/[SEP] included.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "train_batch_size",
-        32,
-        "Examples per optimizer step (all replicas).",
-        flag_values=flag_values,
-    )
+    # --init_checkpoint --bert_config_file --vocab_file --do_lower_case --max_seq_length
+    options.define_flags(options.ModelSourceOptions, flag_values)
+    # --train_batch_size --learning_rate --optimizer ... --num_train_epochs --warmup_proportion
+    options.define_flags(options.FineTuningLoopOptions, flag_values)
+    # --use_mixed_precision --mixed_precision_dtype --use_xla
+    options.define_flags(options.PrecisionOptions, flag_values)
+    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
+    define_tpu_flags(flag_values)
     flags.DEFINE_integer(
         "eval_batch_size", 8, "Examples per evaluation batch.", flag_values=flag_values
     )
     flags.DEFINE_integer(
         "predict_batch_size", 8, "Examples per prediction batch.", flag_values=flag_values
-    )
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.", flag_values=flag_values)
-    flags.DEFINE_float(
-        "num_train_epochs", 3.0, "Epochs over train (may be fractional).", flag_values=flag_values
-    )
-    flags.DEFINE_float(
-        "warmup_proportion", 0.1, "Fraction of steps with linear warmup.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "save_checkpoints_steps", 1000, "Steps between checkpoints.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "log_steps", 100, "Steps between log lines / summaries.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "keep_checkpoint_max", 5, "Training checkpoints kept.", flag_values=flag_values
-    )
-    flags.DEFINE_enum(
-        "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.", flag_values=flag_values
-    )
-    flags.DEFINE_bool(
-        "use_mixed_precision", False, "Compute in --mixed_precision_dtype.", flag_values=flag_values
-    )
-    flags.DEFINE_enum(
-        "mixed_precision_dtype",
-        "float16",
-        ["float16", "bfloat16"],
-        "float16 uses loss scaling.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "use_xla", False, "XLA-compile the training and prediction steps.", flag_values=flag_values
-    )
-    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
-    define_tpu_flags(flag_values)
-    flags.DEFINE_integer(
-        "gradient_accumulation_steps",
-        1,
-        "Micro-batches per optimizer step.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "seed", None, "Seed for initialisation, shuffling and dropout.", flag_values=flag_values
     )
     flags.DEFINE_bool(
         "test_results_header",
@@ -207,11 +132,9 @@ def _check_flags(args: flags.FlagValues) -> None:
             raise ValueError(f"--{name} is required")
     if not os.path.isdir(args.data_dir):
         raise ValueError(f"--data_dir={args.data_dir}: no such folder")
-    check_positive(
-        args, ["train_batch_size", "eval_batch_size", "predict_batch_size", *TRAINING_LOOP_FLAGS]
-    )
-    if not 0 <= args.warmup_proportion <= 1:
-        raise ValueError(f"--warmup_proportion: expected 0..1, got {args.warmup_proportion}")
+    for group in (options.ModelSourceOptions, options.FineTuningLoopOptions):
+        options.check(options.from_flags(group, args))
+    check_positive(args, ["eval_batch_size", "predict_batch_size", "iterations_per_loop"])
     if args.init_checkpoint and not tf.io.gfile.glob(args.init_checkpoint + "*"):
         raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
 
@@ -222,25 +145,13 @@ def run(args: flags.FlagValues) -> None:
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
     strategy = training.strategy_from_flags(args)
     processor = glue.get_processor(args.task_name)
-    config = resolve_config(args.init_checkpoint, args.bert_config_file)
-    if not 3 <= args.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(
-            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
-            f"(max_position_embeddings), got {args.max_seq_length}"
-        )
-    vocab_file = args.vocab_file or (
-        args.init_checkpoint and checkpoint_file(args.init_checkpoint, "vocab.txt")
+    source = model_source.resolve(
+        args.init_checkpoint, args.bert_config_file, args.vocab_file, args.max_seq_length
     )
-    if not vocab_file:
-        raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
+    config, vocab_file = source.config, source.vocab_file
     preprocessor = BertPreprocessor(
-        vocab_file, seq_length=args.max_seq_length, lower_case=args.do_lower_case
+        source.vocab, seq_length=args.max_seq_length, lower_case=args.do_lower_case
     )
-    if preprocessor.tokenizer.vocabulary_size > config.vocab_size:
-        raise ValueError(
-            f"--vocab_file={vocab_file} has {preprocessor.tokenizer.vocabulary_size} tokens, "
-            f"more than the model's vocab_size {config.vocab_size}"
-        )
     label_list = processor.get_labels(args.data_dir)
     train_examples = processor.get_train_examples(args.data_dir) if args.do_train else []
     eval_examples = processor.get_dev_examples(args.data_dir) if args.do_eval else []
@@ -253,8 +164,7 @@ def run(args: flags.FlagValues) -> None:
         )
     if args.seed is not None:
         training.set_seed(args.seed)
-    if args.use_mixed_precision:
-        training.set_precision(f"mixed_{args.mixed_precision_dtype}")
+    training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
     output_dir = Path(args.output_dir)
     checkpoints.check_output_dir(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -277,24 +187,15 @@ def run(args: flags.FlagValues) -> None:
         model = BertClassifier(build_encoder(config), num_classes)
     global_step = 0
     if args.do_train:
-        with strategy.scope():
-            optimizer = create_optimizer(
-                args.learning_rate,
-                num_train_steps,
-                int(num_train_steps * args.warmup_proportion),
-                args.optimizer,
-            )
-        trainer = training.Trainer(
+        trainer = training.make_trainer(
             model,
-            optimizer,
             classification_loss_fn(num_classes),
             output_dir,
             strategy,
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            options.from_flags(options.FineTuningLoopOptions, args),
+            num_train_steps=num_train_steps,
+            num_warmup_steps=int(num_train_steps * args.warmup_proportion),
             steps_per_loop=args.iterations_per_loop,
-            save_checkpoints_steps=args.save_checkpoints_steps,
-            log_every_steps=args.log_steps,
-            keep_checkpoint_max=args.keep_checkpoint_max,
             jit_compile=args.use_xla,
         )
         logging.info(
@@ -308,7 +209,7 @@ def run(args: flags.FlagValues) -> None:
             preprocessor,
             label_list,
             args.train_batch_size,
-            training_mode=True,
+            training=True,
             seed=args.seed,
         )
         trainer.train(dataset, num_train_steps, args.init_checkpoint)
@@ -321,7 +222,7 @@ def run(args: flags.FlagValues) -> None:
 
     if args.do_eval:
         dataset = make_dataset(
-            eval_examples, preprocessor, label_list, args.eval_batch_size, training_mode=False
+            eval_examples, preprocessor, label_list, args.eval_batch_size, training=False
         )
         logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
         result = {
@@ -336,7 +237,7 @@ def run(args: flags.FlagValues) -> None:
             logging.info("eval %s = %s", key, result[key])
     if args.do_predict:
         dataset = make_dataset(
-            test_examples, preprocessor, label_list, args.predict_batch_size, training_mode=False
+            test_examples, preprocessor, label_list, args.predict_batch_size, training=False
         )
         logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
         outputs = tf.nn.softmax(logits).numpy() if label_list else logits

@@ -29,17 +29,12 @@ from pathlib import Path
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, pretraining, training
+from bert_tf import checkpoints, fileio, model_source, options, pretraining, training
 from bert_tf.configs import PRESETS, BertConfig
 from bert_tf.encoder import build_encoder
-from bert_tf.flags_util import (
-    TRAINING_LOOP_FLAGS,
-    check_positive,
-    define_tpu_flags,
-)
+from bert_tf.flags_util import check_positive, define_tpu_flags
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
-from bert_tf.optimization import create_optimizer
 from bert_tf.pretraining_data import check_pretraining_file, expand_file_patterns
 from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import load_vocab
@@ -73,9 +68,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("bool", "do_eval", False, "Whether to run eval; writes eval_results.txt.")
     define("integer", "max_seq_length", 128, "Tokens per record ([CLS]/[SEP] included).")
     define("integer", "max_predictions_per_seq", 20, "Masked LM predictions per record.")
-    define("integer", "train_batch_size", 32, "Examples per optimizer step (all replicas).")
     define("integer", "eval_batch_size", 8, "Examples per evaluation batch.")
-    define("float", "learning_rate", 5e-5, "Peak learning rate.")
     define("integer", "num_train_steps", 100000, "Number of training steps.")
     define(
         "integer",
@@ -83,36 +76,16 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         10000,
         "Number of linear warmup steps; more than --num_train_steps warns and trains.",
     )
-    define("integer", "save_checkpoints_steps", 1000, "Steps between checkpoints.")
-    define("integer", "log_steps", 100, "Steps between log lines / summaries.")
-    define("integer", "keep_checkpoint_max", 5, "Training checkpoints kept.")
     define("integer", "max_eval_steps", 100, "Maximum number of eval batches.")
-    define("enum", "optimizer", "adamw", "Optimizer.", enum_values=["adamw", "lamb"])
-    define("bool", "use_mixed_precision", False, "Compute in --mixed_precision_dtype.")
-    define(
-        "enum",
-        "mixed_precision_dtype",
-        "float16",
-        "float16 uses loss scaling.",
-        enum_values=["float16", "bfloat16"],
-    )
-    define("bool", "use_xla", False, "XLA-compile the training and eval steps.")
+    # --train_batch_size --learning_rate --optimizer --save_checkpoints_steps ... --seed
+    options.define_flags(options.TrainingLoopOptions, flag_values)
+    # --use_mixed_precision --mixed_precision_dtype --use_xla
+    options.define_flags(options.PrecisionOptions, flag_values)
     # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
     define_tpu_flags(flag_values)
-    define("integer", "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.")
-    define("integer", "seed", None, "Seed for initialisation, shuffling, masking and dropout.")
     define("bool", "dynamic_masking", False, "Re-mask the training records on every read.")
     define("bool", "do_whole_word_mask", False, "--dynamic_masking masks whole words.")
     define("float", "masked_lm_prob", 0.15, "--dynamic_masking: fraction of tokens masked.")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _config(args: flags.FlagValues) -> BertConfig:
@@ -141,15 +114,9 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
             f"--max_predictions_per_seq: expected 1..{args.max_seq_length} (--max_seq_length), "
             f"got {args.max_predictions_per_seq}"
         )
+    options.check(options.from_flags(options.TrainingLoopOptions, args))
     check_positive(
-        args,
-        [
-            "train_batch_size",
-            "eval_batch_size",
-            "num_train_steps",
-            "max_eval_steps",
-            *TRAINING_LOOP_FLAGS,
-        ],
+        args, ["eval_batch_size", "num_train_steps", "max_eval_steps", "iterations_per_loop"]
     )
     if args.num_warmup_steps < 0:
         raise ValueError(f"--num_warmup_steps: expected >= 0, got {args.num_warmup_steps}")
@@ -185,11 +152,9 @@ def _input_error(input_files: list[str], args: flags.FlagValues, error: Exceptio
 
 def _masker(args: flags.FlagValues, config: BertConfig) -> MaskedLmMasker:
     vocab = load_vocab(args.vocab_file)
-    if len(vocab) > config.vocab_size:
-        raise ValueError(
-            f"--vocab_file={args.vocab_file} has {len(vocab)} tokens, more than the model's "
-            f"vocab_size {config.vocab_size}"
-        )
+    model_source.check_vocab_size(
+        args.vocab_file, len(vocab), config, args.bert_config_file or f"--preset={args.preset}"
+    )
     return MaskedLmMasker.from_vocab(
         vocab,
         whole_word_mask=args.do_whole_word_mask,
@@ -216,8 +181,7 @@ def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> 
     masker = _masker(args, config) if args.dynamic_masking else None
     if args.seed is not None:
         training.set_seed(args.seed)
-    if args.use_mixed_precision:
-        training.set_precision(f"mixed_{args.mixed_precision_dtype}")
+    training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
     output_dir = Path(args.output_dir)
     checkpoints.check_output_dir(output_dir, config)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -225,34 +189,28 @@ def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> 
     with strategy.scope():
         model = BertPretrainer(build_encoder(config))
 
-    def dataset(training_mode: bool):
+    def dataset(training: bool):
         return pretraining.pretraining_dataset(
             input_files,
             args.max_seq_length,
             args.max_predictions_per_seq,
-            args.train_batch_size if training_mode else args.eval_batch_size,
-            training=training_mode,
+            args.train_batch_size if training else args.eval_batch_size,
+            training=training,
             seed=args.seed,
-            masker=masker if training_mode else None,
+            masker=masker if training else None,
         )
 
     global_step = 0
     if args.do_train:
-        with strategy.scope():
-            optimizer = create_optimizer(
-                args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.optimizer
-            )
-        trainer = training.Trainer(
+        trainer = training.make_trainer(
             model,
-            optimizer,
             pretraining.pretraining_loss,
             output_dir,
             strategy,
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            options.from_flags(options.TrainingLoopOptions, args),
+            num_train_steps=args.num_train_steps,
+            num_warmup_steps=args.num_warmup_steps,
             steps_per_loop=args.iterations_per_loop,
-            save_checkpoints_steps=args.save_checkpoints_steps,
-            log_every_steps=args.log_steps,
-            keep_checkpoint_max=args.keep_checkpoint_max,
             jit_compile=args.use_xla,
         )
         logging.info(
@@ -274,7 +232,7 @@ def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> 
             **pretraining.evaluate(model, dataset(False), args.max_eval_steps, args.use_xla),
             "global_step": global_step,
         }
-        _write_atomic(
+        fileio.atomic_write_text(
             output_dir / "eval_results.txt",
             "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
         )

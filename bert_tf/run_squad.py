@@ -30,13 +30,15 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
 
 from absl import app, flags, logging
 
-from bert_tf.flags_util import define_squad_v2_flags, define_tpu_flags
+from bert_tf import options
+from bert_tf.flags_util import check_positive, define_squad_v2_flags, define_tpu_flags
 
 FLAGS = flags.FLAGS
 
@@ -47,24 +49,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called when the module runs as a program, never on import, so tests and other scripts can
     import it; tests run `main` in-process on a fresh FlagValues (see tests/conftest.py).
     """
-    flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocab (default: vocab.txt beside the ckpt).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "bert_config_file",
-        None,
-        "bert_config.json (default: the ckpt's config).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "Pre-trained BERT: google/our checkpoint or HF folder.",
-        flag_values=flag_values,
-    )
+    # --init_checkpoint --bert_config_file --vocab_file --do_lower_case --max_seq_length
+    options.define_flags(options.ModelSourceOptions, flag_values, max_seq_length=384)
+    # --train_batch_size --learning_rate --optimizer ... --num_train_epochs --warmup_proportion
+    options.define_flags(options.FineTuningLoopOptions, flag_values, seed=12345)
+    # --use_mixed_precision --mixed_precision_dtype --use_xla
+    options.define_flags(options.PrecisionOptions, flag_values)
     flags.DEFINE_string(
         "output_dir", None, "Checkpoints and prediction files go here.", flag_values=flag_values
     )
@@ -81,25 +71,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.", flag_values=flag_values
     )
-    flags.DEFINE_integer(
-        "train_batch_size", 32, "Global training batch size.", flag_values=flag_values
-    )
     flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", flag_values=flag_values)
-    flags.DEFINE_float(
-        "learning_rate", 5e-5, "Peak learning rate of AdamW/LAMB.", flag_values=flag_values
-    )
-    flags.DEFINE_float(
-        "num_train_epochs", 3.0, "Passes over the training examples.", flag_values=flag_values
-    )
-    flags.DEFINE_float(
-        "warmup_proportion",
-        0.1,
-        "Fraction of the steps with linear LR warmup.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_seq_length", 384, "Tokens per window, [CLS]/[SEP]s included.", flag_values=flag_values
-    )
     flags.DEFINE_integer(
         "doc_stride", 128, "Doc tokens between the starts of two windows.", flag_values=flag_values
     )
@@ -115,28 +87,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "max_answer_length", 30, "Longest answer, in WordPiece tokens.", flag_values=flag_values
     )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lowercase and strip accents (uncased models).",
-        flag_values=flag_values,
-    )
     define_squad_v2_flags(flag_values)
-    flags.DEFINE_integer(
-        "save_checkpoints_steps", 1000, "Checkpoint every this many steps.", flag_values=flag_values
-    )
-    flags.DEFINE_enum(
-        "optimizer", "adamw", ["adamw", "lamb"], "Optimizer.", flag_values=flag_values
-    )
-    flags.DEFINE_bool(
-        "use_mixed_precision",
-        False,
-        "Train in mixed_float16 with loss scaling.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "use_xla", False, "XLA-compile the training step and prediction.", flag_values=flag_values
-    )
     # --use_tpu --tpu_name ... --distribution_strategy, --iterations_per_loop (alias
     # --steps_per_loop, its old name here, whose default of 100 it keeps).
     define_tpu_flags(flag_values, iterations_per_loop=100)
@@ -145,12 +96,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         False,
         "Log (INFO) each predicted answer that cannot be mapped back onto the context's "
         "original text, as google-research does.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "seed",
-        12345,
-        "Seed of the example shuffle and of weight initialisation.",
         flag_values=flag_values,
     )
 
@@ -172,35 +117,36 @@ def _check_flags() -> None:
         path = FLAGS[name].value
         if path and not os.path.isfile(path):
             sys.exit(f"error: --{name}={path}: no such file")
-    for name in (
-        "train_batch_size",
-        "predict_batch_size",
-        "doc_stride",
-        "max_query_length",
-        "n_best_size",
-        "max_answer_length",
-        "save_checkpoints_steps",
-        "iterations_per_loop",
-        "learning_rate",
-    ):
-        if not FLAGS[name].value > 0:
-            sys.exit(f"error: --{name}: expected a positive number, got {FLAGS[name].value}")
+    try:
+        for group in (options.ModelSourceOptions, options.FineTuningLoopOptions):
+            options.check(options.from_flags(group, FLAGS))
+        check_positive(
+            FLAGS,
+            [
+                "predict_batch_size",
+                "doc_stride",
+                "max_query_length",
+                "n_best_size",
+                "max_answer_length",
+                "iterations_per_loop",
+            ],
+        )
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
         sys.exit(
             f"error: --max_seq_length ({FLAGS.max_seq_length}) must exceed --max_query_length "
             f"({FLAGS.max_query_length}) + 3"
         )
-    if not 0.0 <= FLAGS.warmup_proportion <= 1.0:
-        sys.exit(f"error: --warmup_proportion: expected 0..1, got {FLAGS.warmup_proportion}")
 
 
-def _features(path: str, tokenizer, is_training: bool):
+def _features(path: str, tokenizer, training: bool):
     from bert_tf import squad
 
-    examples = squad.read_squad_examples(path, is_training, FLAGS.version_2_with_negative)
+    examples = squad.read_squad_examples(path, training, FLAGS.version_2_with_negative)
     if not examples:
         raise ValueError(f"{path}: no usable questions")
-    if is_training:
+    if training:
         random.Random(FLAGS.seed).shuffle(examples)  # as google-research, before windowing
     features = squad.convert_examples_to_features(
         examples,
@@ -208,18 +154,16 @@ def _features(path: str, tokenizer, is_training: bool):
         max_seq_length=FLAGS.max_seq_length,
         doc_stride=FLAGS.doc_stride,
         max_query_length=FLAGS.max_query_length,
-        is_training=is_training,
+        training=training,
     )
     logging.info("%s: %d examples, %d features", path, len(examples), len(features))
     return examples, features
 
 
 def train(model, tokenizer, strategy) -> None:
-    from bert_tf import squad
-    from bert_tf.optimization import create_optimizer
-    from bert_tf.training import Trainer
+    from bert_tf import squad, training
 
-    examples, features = _features(FLAGS.train_file, tokenizer, is_training=True)
+    examples, features = _features(FLAGS.train_file, tokenizer, training=True)
     # Steps count examples, not windows, as google-research does.
     num_train_steps = int(len(examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
     if num_train_steps < 1:
@@ -232,22 +176,15 @@ def train(model, tokenizer, strategy) -> None:
             f"--train_batch_size={FLAGS.train_batch_size} exceeds the {len(features)} "
             f"training features of --train_file"
         )
-    with strategy.scope():
-        optimizer = create_optimizer(
-            FLAGS.learning_rate,
-            num_train_steps=num_train_steps,
-            num_warmup_steps=int(num_train_steps * FLAGS.warmup_proportion),
-            optimizer_type=FLAGS.optimizer,
-        )
-    trainer = Trainer(
+    trainer = training.make_trainer(
         model,
-        optimizer,
         squad.loss_fn,
         FLAGS.output_dir,
         strategy,
+        options.from_flags(options.FineTuningLoopOptions, FLAGS),
+        num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * FLAGS.warmup_proportion),
         steps_per_loop=FLAGS.iterations_per_loop,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        log_every_steps=min(FLAGS.iterations_per_loop, FLAGS.save_checkpoints_steps),
         jit_compile=FLAGS.use_xla,
     )
     dataset = squad.features_to_dataset(
@@ -259,7 +196,7 @@ def train(model, tokenizer, strategy) -> None:
 def predict(model, tokenizer) -> None:
     from bert_tf import fileio, squad, training
 
-    examples, features = _features(FLAGS.predict_file, tokenizer, is_training=False)
+    examples, features = _features(FLAGS.predict_file, tokenizer, training=False)
     dataset = squad.features_to_dataset(
         features, FLAGS.max_seq_length, FLAGS.predict_batch_size, training=False
     )
@@ -277,10 +214,12 @@ def predict(model, tokenizer) -> None:
         verbose_logging=FLAGS.verbose_logging,
     )
     output_dir = FLAGS.output_dir
-    squad.write_json_atomic(predictions, os.path.join(output_dir, "predictions.json"))
-    squad.write_json_atomic(nbest, os.path.join(output_dir, "nbest_predictions.json"))
+    outputs = {"predictions.json": predictions, "nbest_predictions.json": nbest}
     if FLAGS.version_2_with_negative:
-        squad.write_json_atomic(null_odds, os.path.join(output_dir, "null_odds.json"))
+        outputs["null_odds.json"] = null_odds
+    for name, obj in outputs.items():  # google-research's files, indented as its are
+        text = json.dumps(obj, indent=4, ensure_ascii=False) + "\n"
+        fileio.atomic_write_text(os.path.join(output_dir, name), text)
     logging.info("wrote predictions for %d questions to %s", len(predictions), output_dir)
 
     dataset_json = squad.read_squad_json(FLAGS.predict_file)
@@ -316,10 +255,9 @@ def task_info() -> dict:
 def main(argv: list[str]) -> None:
     del argv
     _check_flags()
-    from bert_tf import checkpoints
+    from bert_tf import checkpoints, model_source
     from bert_tf.checkpoints import load_pretrained
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.models import BertSpanLabeler
     from bert_tf.tokenization import BertTokenizer
     from bert_tf.training import restore_latest, set_precision, set_seed, strategy_from_flags
@@ -327,23 +265,11 @@ def main(argv: list[str]) -> None:
     try:
         # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
         strategy = strategy_from_flags(FLAGS)
-        config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
-        if FLAGS.max_seq_length > config.max_position_embeddings:
-            raise ValueError(
-                f"--max_seq_length={FLAGS.max_seq_length} exceeds the model's "
-                f"max_position_embeddings ({config.max_position_embeddings})"
-            )
-        vocab_file = FLAGS.vocab_file or (
-            FLAGS.init_checkpoint and checkpoint_file(FLAGS.init_checkpoint, "vocab.txt")
+        source = model_source.resolve(
+            FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.max_seq_length
         )
-        if not vocab_file:
-            raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
-        tokenizer = BertTokenizer(vocab_file, lower_case=FLAGS.do_lower_case)
-        if tokenizer.vocabulary_size != config.vocab_size:
-            raise ValueError(
-                f"--vocab_file has {tokenizer.vocabulary_size} tokens but the BERT config's "
-                f"vocab_size is {config.vocab_size}"
-            )
+        config, vocab_file = source.config, source.vocab_file
+        tokenizer = BertTokenizer(source.vocab, lower_case=FLAGS.do_lower_case)
         checkpoints.check_output_dir(FLAGS.output_dir, config)
         os.makedirs(FLAGS.output_dir, exist_ok=True)
         # Self-contained: what serving.export needs beside the checkpoints (module docstring).
@@ -352,7 +278,7 @@ def main(argv: list[str]) -> None:
         ):
             checkpoints.write_model_files(FLAGS.output_dir, config, vocab_file, task_info())
         set_seed(FLAGS.seed)
-        set_precision("mixed_float16" if FLAGS.use_mixed_precision else "float32")
+        set_precision(options.from_flags(options.PrecisionOptions, FLAGS).policy)
         with strategy.scope():
             model = BertSpanLabeler(build_encoder(config))
         if FLAGS.do_train:

@@ -20,10 +20,10 @@ Example:
     from bert_tf.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer("vocab.txt")
-    examples = squad.read_squad_examples("dev-v1.1.json", is_training=False)
+    examples = squad.read_squad_examples("dev-v1.1.json", training=False)
     features = squad.convert_examples_to_features(
         examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
-        is_training=False)
+        training=False)
     dataset = squad.features_to_dataset(features, 384, batch_size=32, training=False)
     outputs = training.predict(model, dataset)  # model: a trained BertSpanLabeler
     predictions, nbest, null_odds = squad.compute_predictions(
@@ -52,17 +52,12 @@ from absl import logging
 
 from bert_tf.encoder import INPUT_NAMES
 from bert_tf.flags_util import decode_utf8
-from bert_tf.tokenization import BertTokenizer, normalize_text
-
-# BERT's basic (pre-WordPiece) split: whitespace is dropped, ASCII punctuation, Unicode
-# punctuation and CJK ideographs become single-character tokens. The same classes our
-# FastBertTokenizer splits on; tensorflow-text has no public op for this step alone.
-_CJK = (
-    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+from bert_tf.tokenization import (
+    BASIC_SPLIT_DELIMITERS,
+    BASIC_SPLIT_KEPT_DELIMITERS,
+    BertTokenizer,
+    normalize_text,
 )
-_KEEP_DELIMITERS = r"[!-/:-@\[-`{-~]|\p{P}|" + _CJK
-_DELIMITERS = r"\s+|" + _KEEP_DELIMITERS
 
 # Strings per tokenizer call: large enough to amortise the op launch, small enough for memory.
 _TOKENIZE_BATCH = 16384
@@ -173,7 +168,7 @@ def _check_answer(path: str, qas_id: str, context: str, answer: dict) -> None:
 
 
 def read_squad_examples(
-    input_file: str | os.PathLike, is_training: bool, version_2_with_negative: bool = False
+    input_file: str | os.PathLike, training: bool, version_2_with_negative: bool = False
 ) -> list[SquadExample]:
     """Reads a SQuAD v1.1/v2.0 JSON file into examples (google-research `read_squad_examples`).
 
@@ -208,9 +203,9 @@ def read_squad_examples(
                     doc_tokens=doc_tokens,
                     is_impossible=is_impossible,
                 )
-                if is_training and is_impossible:
+                if training and is_impossible:
                     example.start_position = example.end_position = -1
-                elif is_training:
+                elif training:
                     if len(answers) != 1:
                         hint = (
                             ""
@@ -302,7 +297,7 @@ def convert_examples_to_features(
     max_seq_length: int,
     doc_stride: int,
     max_query_length: int,
-    is_training: bool,
+    training: bool,
 ) -> list[SquadFeature]:
     """Windows every example into `[CLS] query [SEP] doc-window [SEP]` features.
 
@@ -321,9 +316,7 @@ def convert_examples_to_features(
     words = sorted({w for e in examples for w in e.doc_tokens})
     word_pieces = dict(zip(words, _wordpieces(tokenizer, words), strict=True))
     queries = _wordpieces(tokenizer, [e.question_text for e in examples])
-    answers = (
-        _wordpieces(tokenizer, [e.orig_answer_text for e in examples]) if is_training else None
-    )
+    answers = _wordpieces(tokenizer, [e.orig_answer_text for e in examples]) if training else None
     vocab_index = {token: i for i, token in enumerate(tokenizer.vocabulary)}
     cls_token, sep_token = (
         tokenizer.vocabulary[i] for i in (tokenizer.special_ids.cls, tokenizer.special_ids.sep)
@@ -339,7 +332,7 @@ def convert_examples_to_features(
                 doc.append(piece)
 
         tok_start = tok_end = None
-        if is_training and not example.is_impossible:
+        if training and not example.is_impossible:
             tok_start = orig_to_tok[example.start_position]
             last_word = example.end_position == len(example.doc_tokens) - 1
             tok_end = len(doc) - 1 if last_word else orig_to_tok[example.end_position + 1] - 1
@@ -360,7 +353,7 @@ def convert_examples_to_features(
             segment_ids += [1] * (span_length + 1)
 
             start_position = end_position = None
-            if is_training:
+            if training:
                 start_position = end_position = 0
                 inside = (
                     tok_start is not None
@@ -424,7 +417,7 @@ def features_to_dataset(
         arrays = {name: arrays[name] for name in INPUT_NAMES}
         return tf.data.Dataset.from_tensor_slices(arrays).batch(batch_size)
     if "start_positions" not in arrays:
-        raise ValueError("training features need start/end positions (is_training=True)")
+        raise ValueError("training features need start/end positions (training=True)")
     # Shuffle row indexes, not rows: the shuffle buffer is saved with the input iterator in
     # every training checkpoint, and indexes keep it small.
     tensors = {name: tf.constant(array) for name, array in arrays.items()}
@@ -458,7 +451,9 @@ def basic_tokenize(texts: Sequence[str], lower_case: bool) -> list[list[str]]:
     tokens: list[list[str]] = []
     for i in range(0, len(texts), _TOKENIZE_BATCH):
         normalized = normalize_text(tf.constant(list(texts[i : i + _TOKENIZE_BATCH])), lower_case)
-        split = tf_text.regex_split(normalized, _DELIMITERS, _KEEP_DELIMITERS).to_list()
+        split = tf_text.regex_split(
+            normalized, BASIC_SPLIT_DELIMITERS, BASIC_SPLIT_KEPT_DELIMITERS
+        ).to_list()
         tokens.extend([t.decode("utf-8") for t in row] for row in split)
     return tokens
 
@@ -648,19 +643,6 @@ def compute_predictions(
             null_odds[example.qas_id] = diff
             predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_span[0]
     return predictions, all_nbest, null_odds
-
-
-def write_json_atomic(obj, path: str | os.PathLike) -> None:
-    """Writes `obj` as indented JSON through a temporary file renamed into place."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(json.dumps(obj, indent=4, ensure_ascii=False) + "\n")
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
 
 
 # --- Metrics (the official SQuAD evaluation, scores in percent) --------------------------------

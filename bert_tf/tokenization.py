@@ -42,6 +42,20 @@ MAX_CHARS_PER_WORD = 100
 # UTF-8 needs at most 4 bytes a character, so no word within the limit is longer than this.
 _MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
 
+
+# BERT's basic (pre-WordPiece) split, google-research `BasicTokenizer`: whitespace separates
+# words and every ASCII or Unicode punctuation character and CJK ideograph is a word of its own
+# (the classes FastBertTokenizer splits on). For `tf_text.regex_split(text, BASIC_SPLIT_DELIMITERS,
+# BASIC_SPLIT_KEPT_DELIMITERS)`: tensorflow-text has no public op for this step alone, and its
+# BasicTokenizer lower-cases first, losing the offsets into the original text.
+_PUNCTUATION = r"[!-/:-@\[-`{-~]|\p{P}"
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
+BASIC_SPLIT_KEPT_DELIMITERS = rf"{_PUNCTUATION}|{_CJK}"
+BASIC_SPLIT_DELIMITERS = rf"\s+|{BASIC_SPLIT_KEPT_DELIMITERS}"
+
 # BERT's "clean text" step (google-research/bert and HF tokenizers): drop NUL, U+FFFD and
 # control, format and private-use characters. \t, \n and \r are whitespace there, so kept.
 _DROPPED_CHARS = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\p{Cf}\p{Co}\x{fffd}]"

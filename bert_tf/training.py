@@ -24,7 +24,7 @@
   folder (saving takes part in collective ops, so every worker must save) that they delete at
   the end; every worker resumes from the chief's latest checkpoint in `output_dir`;
 - a non-finite loss stops training with `FloatingPointError` before anything is saved;
-- logs (absl) every `log_every_steps`: step, learning rate, loss, metrics, examples/s, ETA; the same
+- logs (absl) every `log_steps`: step, learning rate, loss, metrics, examples/s, ETA; the same
   go to TensorBoard (`output_dir`), `training_log.json` and `training_curve.png`, rewritten on each
   checkpoint and at the end (atomically, through `bert_tf.fileio`);
 - every file in `output_dir` gets the permissions a plain `open()` gives (0666 minus the umask;
@@ -80,6 +80,8 @@ from bert_tf import checkpoints, fileio
 
 # Defined in flags_util: defining the flags needs no TensorFlow import.
 from bert_tf.flags_util import STRATEGIES, TPU_ONLY_FLAGS, strategy_name
+from bert_tf.optimization import create_optimizer
+from bert_tf.options import TrainingLoopOptions
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 LOG_FILE = "training_log.json"
@@ -164,6 +166,42 @@ def set_seed(seed: int) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
+def make_trainer(
+    model: keras.Model,
+    loss_fn: LossFn,
+    output_dir: str | os.PathLike,
+    strategy: tf.distribute.Strategy,
+    loop: TrainingLoopOptions,
+    *,
+    num_train_steps: int,
+    num_warmup_steps: int,
+    steps_per_loop: int,
+    jit_compile: bool = False,
+) -> Trainer:
+    """The `Trainer` of every training script and of the pipelines' Trainer: the optimizer of
+    `loop` (`create_optimizer`: warmup, then linear decay over `num_train_steps`) built under
+    `strategy`, with `loop`'s checkpoint/log cadence and gradient accumulation. `model` must
+    have been built under the same strategy; seed and precision are set before building it
+    (`set_seed`, `set_precision`)."""
+    with strategy.scope():
+        optimizer = create_optimizer(
+            loop.learning_rate, num_train_steps, num_warmup_steps, loop.optimizer
+        )
+    return Trainer(
+        model,
+        optimizer,
+        loss_fn,
+        output_dir,
+        strategy,
+        gradient_accumulation_steps=loop.gradient_accumulation_steps,
+        steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=loop.save_checkpoints_steps,
+        log_steps=loop.log_steps,
+        keep_checkpoint_max=loop.keep_checkpoint_max,
+        jit_compile=jit_compile,
+    )
+
+
 def _batch_size(dataset: tf.data.Dataset) -> int | None:
     """The static batch size of any component of the dataset's elements, if known."""
     sizes = {spec.shape[0] for spec in tf.nest.flatten(dataset.element_spec)} - {None}
@@ -194,7 +232,7 @@ class Trainer:
             per-replica batch size.
         steps_per_loop: optimizer steps per `tf.function` call (bounded by log/save points).
         save_checkpoints_steps: checkpoint every this many steps (and at the end).
-        log_every_steps: log/summarise every this many steps (and at the end).
+        log_steps: log/summarise every this many steps (and at the end).
         keep_checkpoint_max: checkpoints kept in `output_dir`.
         jit_compile: XLA-compile the forward and backward pass.
     """
@@ -210,7 +248,7 @@ class Trainer:
         gradient_accumulation_steps: int = 1,
         steps_per_loop: int = 100,
         save_checkpoints_steps: int = 1000,
-        log_every_steps: int = 100,
+        log_steps: int = 100,
         keep_checkpoint_max: int = 5,
         jit_compile: bool = False,
     ):
@@ -218,7 +256,7 @@ class Trainer:
             ("gradient_accumulation_steps", gradient_accumulation_steps),
             ("steps_per_loop", steps_per_loop),
             ("save_checkpoints_steps", save_checkpoints_steps),
-            ("log_every_steps", log_every_steps),
+            ("log_steps", log_steps),
             ("keep_checkpoint_max", keep_checkpoint_max),
         ):
             if value < 1:
@@ -230,7 +268,7 @@ class Trainer:
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.steps_per_loop = steps_per_loop
         self.save_checkpoints_steps = save_checkpoints_steps
-        self.log_every_steps = log_every_steps
+        self.log_steps = log_steps
         self.keep_checkpoint_max = keep_checkpoint_max
         self.jit_compile = jit_compile
         with self.strategy.scope():
@@ -445,7 +483,7 @@ class Trainer:
         while step < num_train_steps:
             boundary = min(
                 num_train_steps,
-                (step // self.log_every_steps + 1) * self.log_every_steps,
+                (step // self.log_steps + 1) * self.log_steps,
                 (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps,
             )
             num_steps = min(self.steps_per_loop, boundary - step)
@@ -461,7 +499,7 @@ class Trainer:
             since_log += num_steps
             for k, v in values.items():
                 sums[k] = sums.get(k, 0.0) + v * num_steps
-            if step % self.log_every_steps == 0 or step == num_train_steps:
+            if step % self.log_steps == 0 or step == num_train_steps:
                 now = time.perf_counter()
                 steps_per_sec = (step - start_step) / (now - start_time)
                 last = {k: v / since_log for k, v in sums.items()}

@@ -61,8 +61,8 @@ def main(argv: list[str]) -> None:
 
     from bert_tf import checkpoints
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import resolve_config
     from bert_tf.glue import TextClassificationProcessor
+    from bert_tf.model_source import resolve_config
     from bert_tf.tokenization import BertPreprocessor, load_vocab
 
     config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)

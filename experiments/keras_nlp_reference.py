@@ -81,8 +81,8 @@ def main(argv: list[str]) -> None:
 
     from bert_tf import checkpoints
     from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config
     from bert_tf.glue import TextClassificationProcessor
+    from bert_tf.model_source import checkpoint_file, resolve_config
     from bert_tf.optimization import create_optimizer
 
     keras.utils.set_random_seed(FLAGS.seed)

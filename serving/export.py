@@ -67,10 +67,17 @@ import tensorflow_text as tf_text
 from absl import app, flags, logging
 from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-from bert_tf import checkpoints, fileio
+from bert_tf import checkpoints, fileio, model_source, options
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
+from bert_tf.encoder import build_encoder
 from bert_tf.flags_util import define_squad_v2_flags
-from bert_tf.tokenization import SPECIAL_TOKENS, BertPreprocessor
+from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from bert_tf.tokenization import (
+    BASIC_SPLIT_DELIMITERS,
+    BASIC_SPLIT_KEPT_DELIMITERS,
+    SPECIAL_TOKENS,
+    BertPreprocessor,
+)
 from serving.signatures import WARMUP_FILE, set_method_names
 
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
@@ -90,17 +97,6 @@ _SINGLE_WARMUP = [
 _SQUAD_WARMUP = [
     {"question": ["Who wrote it?"], "context": ["The book was written by Jane Austen in 1813."]}
 ]
-
-# BERT's pre-tokenization split (google-research `BasicTokenizer`): whitespace separates words and
-# every punctuation or CJK character is a word of its own. Done with our own regex because the
-# offsets must point into the original text, and tf_text's BasicTokenizer lower-cases first.
-_PUNCTUATION = r"[!-/:-@\[-`{-~]|\p{P}"
-_CJK = (
-    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
-)
-_WORD_DELIMITERS = rf"\s+|{_PUNCTUATION}|{_CJK}"
-_KEPT_DELIMITERS = rf"{_PUNCTUATION}|{_CJK}"
 
 
 # --- Writing a version folder -----------------------------------------------------------------
@@ -433,7 +429,7 @@ def squad_answers(
 
     # Context tokens with the byte span of the word each one comes from.
     words, word_begin, word_end = tf_text.regex_split_with_offsets(
-        context, _WORD_DELIMITERS, _KEPT_DELIMITERS
+        context, BASIC_SPLIT_DELIMITERS, BASIC_SPLIT_KEPT_DELIMITERS
     )
     pieces = tokenizer(words.flat_values)  # [words, (wordpieces)]
     piece_word = pieces.value_rowids()
@@ -633,37 +629,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "What to export (default: the task in task_info.json beside --init_checkpoint).",
         flag_values=flag_values,
     )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "google-research/our checkpoint, HF folder or training checkpoint (format detected).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "bert_config_file",
-        None,
-        "bert_config.json (default: the checkpoint's own config).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocab (default: vocab.txt beside the ckpt).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lowercase and strip accents (uncased models); default: task_info.json's beside "
-        "--init_checkpoint, else True.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_seq_length",
-        128,
-        "Tokens per sequence, [CLS]/[SEP] included (default: task_info.json's beside "
-        "--init_checkpoint, else 128).",
-        flag_values=flag_values,
+    # --init_checkpoint --bert_config_file --vocab_file --do_lower_case --max_seq_length
+    from_folder = "default: task_info.json's beside --init_checkpoint, else this"
+    options.define_flags(
+        options.ModelSourceOptions,
+        flag_values,
+        notes={"do_lower_case": from_folder, "max_seq_length": from_folder},
     )
     flags.DEFINE_string(
         "export_dir", None, "The model's base path: <base>/<model_name>.", flag_values=flag_values
@@ -784,10 +755,6 @@ def build_and_export(
     / run_squad output folder; `task` too), else from the flags' defaults; given ones override
     it. Raises ValueError (naming the flag, and the file it disagrees with) on bad arguments.
     """
-    from bert_tf.encoder import build_encoder
-    from bert_tf.flags_util import checkpoint_file, resolve_config
-    from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
-
     info_path, info = checkpoints.read_task_info(init_checkpoint) or ("", {})
     if task is None:
         if not info:
@@ -814,36 +781,20 @@ def build_and_export(
 
     do_lower_case = option("do_lower_case", do_lower_case)
     seq_length = option("max_seq_length", max_seq_length)
-    config_path = (
-        bert_config_file
-        or checkpoint_file(init_checkpoint, checkpoints.CONFIG_NAME)
-        or checkpoint_file(init_checkpoint, "config.json")
+    source = model_source.resolve(
+        init_checkpoint,
+        bert_config_file,
+        vocab_file,
+        seq_length,
+        "" if max_seq_length is not None else f" (from {info_path})",
     )
-    config = resolve_config(init_checkpoint, bert_config_file)
-    if not 3 <= seq_length <= config.max_position_embeddings:
-        given = "" if max_seq_length is not None else f" (from {info_path})"
-        raise ValueError(
-            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
-            f"(max_position_embeddings in {config_path}), got {seq_length}{given}"
-        )
-    vocab_source = f"--vocab_file={vocab_file}"
-    if not vocab_file:
-        vocab_file = checkpoint_file(init_checkpoint, checkpoints.VOCAB_NAME)
-        vocab_source = f"--vocab_file: {vocab_file} (beside --init_checkpoint)"
-    if not vocab_file:
-        raise ValueError("--vocab_file: not given and no vocab.txt beside --init_checkpoint")
-    preprocessor = BertPreprocessor(vocab_file, seq_length=seq_length, lower_case=do_lower_case)
-    if preprocessor.tokenizer.vocabulary_size != config.vocab_size:
-        raise ValueError(
-            f"{vocab_source} has {preprocessor.tokenizer.vocabulary_size} tokens but "
-            f"{config_path} has vocab_size {config.vocab_size}"
-        )
+    config = source.config
+    preprocessor = BertPreprocessor(source.vocab, seq_length=seq_length, lower_case=do_lower_case)
     encoder = build_encoder(config)
     if task == "encoder":
-        source = checkpoints.read_checkpoint(init_checkpoint)
         # Export fill_mask too when the checkpoint has the masked-LM head.
-        has_mlm = "cls/predictions/output_bias" in source.shapes
-        model = BertPretrainer(encoder) if has_mlm else encoder
+        has_head = checkpoints.read_checkpoint(init_checkpoint).has_masked_lm_head
+        model = BertPretrainer(encoder) if has_head else encoder
     elif task == "classifier":
         if info:
             label_names, regression = _classifier_head(

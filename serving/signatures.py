@@ -17,6 +17,8 @@ import os
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
+from bert_tf import fileio
+
 SAVED_MODEL_FILENAME = "saved_model.pb"
 
 
@@ -67,7 +69,4 @@ def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:
         signature_defs[key].method_name = method_name
     path = os.path.join(export_dir, SAVED_MODEL_FILENAME)
     # Write then rename so a server polling the folder never reads a half-written proto.
-    tmp_path = path + ".tmp"
-    with tf.io.gfile.GFile(tmp_path, "wb") as f:
-        f.write(saved_model.SerializeToString())
-    tf.io.gfile.rename(tmp_path, path, overwrite=True)
+    fileio.atomic_write_bytes(path, saved_model.SerializeToString())

@@ -17,7 +17,7 @@ OPTIONS = {
     "max_predictions_per_seq": 10,
     "dupe_factor": 2,
     "do_whole_word_mask": True,
-    "random_seed": 7,
+    "seed": 7,
 }
 
 

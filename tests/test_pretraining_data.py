@@ -92,7 +92,7 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path, corpus, vocab_file):
     def run(name, seed):
         path = tmp_path / name
         pretraining_data.create_pretraining_data(
-            f"{corpus}/a.txt", str(path), vocab_file, random_seed=seed, **OPTIONS
+            f"{corpus}/a.txt", str(path), vocab_file, seed=seed, **OPTIONS
         )
         return path.read_bytes()
 

@@ -59,7 +59,7 @@ def _planted_logits(features, spans):
 
 
 def test_read_examples_maps_answers_to_words():
-    examples = squad.read_squad_examples(V1, is_training=True)
+    examples = squad.read_squad_examples(V1, training=True)
     assert len(examples) == 29
     for example in examples:
         words = " ".join(example.doc_tokens[example.start_position : example.end_position + 1])
@@ -70,13 +70,13 @@ def test_read_examples_maps_answers_to_words():
 
 
 def test_read_v2_marks_unanswerable():
-    examples = squad.read_squad_examples(V2, is_training=True, version_2_with_negative=True)
+    examples = squad.read_squad_examples(V2, training=True, version_2_with_negative=True)
     impossible = [e for e in examples if e.is_impossible]
     assert len(impossible) == 9
     assert all(e.start_position == e.end_position == -1 for e in impossible)
     # Without the v2 flag, unanswerable training questions are an error naming the question.
     with pytest.raises(ValueError, match=r'"q5_x0".*exactly 1 answer.*version_2_with_negative'):
-        squad.read_squad_examples(V2, is_training=True)
+        squad.read_squad_examples(V2, training=True)
 
 
 def test_answer_offset_mismatch_names_the_question(tmp_path):
@@ -85,7 +85,7 @@ def test_answer_offset_mismatch_names_the_question(tmp_path):
     qa["answers"][0]["answer_start"] += 3
     path = _write(tmp_path, data)
     with pytest.raises(ValueError, match=rf'"{qa["id"]}": answer_start \d+ does not match'):
-        squad.read_squad_examples(path, is_training=False)
+        squad.read_squad_examples(path, training=False)
 
 
 def test_not_squad_json_is_a_clear_error(tmp_path):
@@ -110,13 +110,13 @@ def _long_context_examples(tmp_path):
             qa["answers"][0]["answer_start"] += offset
             qas.append(qa)
     path = _write(tmp_path, {"data": [{"paragraphs": [{"context": context, "qas": qas}]}]})
-    return squad.read_squad_examples(path, is_training=True)
+    return squad.read_squad_examples(path, training=True)
 
 
 def test_windows_cover_every_answer_with_max_context(tmp_path, tokenizer):
     examples = _long_context_examples(tmp_path)
     features = squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=64, doc_stride=24, max_query_length=16, is_training=True
+        examples, tokenizer, max_seq_length=64, doc_stride=24, max_query_length=16, training=True
     )
     by_example = {}
     for feature in features:
@@ -153,18 +153,18 @@ def test_windows_cover_every_answer_with_max_context(tmp_path, tokenizer):
 def test_query_is_truncated(tokenizer):
     example = squad.SquadExample("q", "one two three four five six", ["a", "b"])
     (feature,) = squad.convert_examples_to_features(
-        [example], tokenizer, max_seq_length=16, doc_stride=8, max_query_length=3, is_training=False
+        [example], tokenizer, max_seq_length=16, doc_stride=8, max_query_length=3, training=False
     )
     assert feature.tokens == ["[CLS]", "one", "two", "three", "[SEP]", "a", "b", "[SEP]"]
 
 
 def test_seq_length_must_exceed_query(tokenizer):
     with pytest.raises(ValueError, match="max_seq_length"):
-        squad.convert_examples_to_features([], tokenizer, 10, 4, 8, is_training=False)
+        squad.convert_examples_to_features([], tokenizer, 10, 4, 8, training=False)
 
 
 def test_training_dataset_batches_positions(tokenizer):
-    examples = squad.read_squad_examples(V1, is_training=True)
+    examples = squad.read_squad_examples(V1, training=True)
     features = squad.convert_examples_to_features(examples, tokenizer, 96, 32, 24, True)
     batch = next(iter(squad.features_to_dataset(features, 96, 4, training=True)))
     assert batch["input_word_ids"].shape == (4, 96)

@@ -56,7 +56,7 @@ def _train(output_dir, steps, *, accumulation=1, dropout=0.0, batches=None, **kw
     training.set_seed(7)
     model = _model(dropout)
     optimizer = create_optimizer(1e-2, num_train_steps=STEPS, num_warmup_steps=1)
-    options = {"save_checkpoints_steps": 2, "log_every_steps": 2, "steps_per_loop": 2, **kwargs}
+    options = {"save_checkpoints_steps": 2, "log_steps": 2, "steps_per_loop": 2, **kwargs}
     trainer = training.Trainer(
         model,
         optimizer,

@@ -31,6 +31,7 @@ from typing import Any
 
 from bert_tf.configs import PRESETS
 from bert_tf.flags_util import STRATEGIES
+from bert_tf.options import expected, option, shown
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
@@ -58,23 +59,6 @@ IN_MEMORY_BEAM_PIPELINE_ARGS = ("--direct_running_mode=in_memory", "--direct_num
 
 # bert_tf.training.PRECISIONS (that module imports TensorFlow; a test keeps the two equal).
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-
-
-def option(
-    default: Any,
-    help: str = "",
-    *,
-    choices: tuple = (),
-    minimum: float | None = None,
-    maximum: float | None = None,
-    above: float | None = None,
-):
-    """A dataclass field that is also a `tfx_pipeline.run` flag: its help text (given once, where
-    the option first appears; a subclass that only changes the default writes a plain default),
-    allowed values, and bounds (`minimum`/`maximum` inclusive, `above` exclusive)."""
-    metadata = {"help": help, "choices": tuple(choices)}
-    metadata.update(minimum=minimum, maximum=maximum, above=above)
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass
@@ -111,14 +95,22 @@ class TrainingOptions:
         maximum=1,
     )
     precision: str = option("float32", "Keras dtype policy of the model", choices=PRECISIONS)
-    jit_compile: bool = option(False, "Compile the training step with XLA")
+    use_xla: bool = option(
+        False, "XLA-compile the training step (the scripts' flag)", aliases=("jit_compile",)
+    )
     distribution_strategy: str = option(
         "one_device", "tf.distribute strategy of the Trainer", choices=STRATEGIES
     )
-    steps_per_loop: int = option(
-        100, "Training steps per call of the compiled loop (and between progress lines)", minimum=1
+    iterations_per_loop: int = option(
+        100,
+        "Training steps per call of the compiled loop, and between progress lines (the "
+        "scripts' flag)",
+        minimum=1,
+        aliases=("steps_per_loop",),
     )
-    random_seed: int = option(12345, "Seed of initialization, shuffling and masking")
+    seed: int = option(
+        12345, "Seed of initialization, shuffling and masking", aliases=("random_seed",)
+    )
     max_seq_length: int = option(
         128, "Tokens per sequence after WordPiece, [CLS] and [SEP] included", minimum=3
     )
@@ -232,46 +224,37 @@ class OptionSpec:
     minimum: float | None = None
     maximum: float | None = None
     above: float | None = None
+    aliases: tuple[str, ...] = ()
 
     def flag_help(self) -> str:
         """The help line: what it is, allowed values, each pipeline's default."""
         text = self.help.rstrip(".")
         if self.choices:
             text += f"; one of {', '.join(map(str, self.choices))}"
-        values = {_shown(v) for v in self.defaults.values()}
+        values = {shown(v) for v in self.defaults.values()}
         if len(values) == 1 and len(self.defaults) == len(PIPELINE_OPTIONS):
             text += f" (default: {values.pop()})"
         else:
-            shown = ", ".join(f"{p} {_shown(v)}" for p, v in self.defaults.items())
+            defaults = ", ".join(f"{p} {shown(v)}" for p, v in self.defaults.items())
             if len(self.defaults) < len(PIPELINE_OPTIONS):
-                text += " (only --pipeline=" + "/".join(self.defaults) + f"; default: {shown})"
+                text += " (only --pipeline=" + "/".join(self.defaults) + f"; default: {defaults})"
             else:
-                text += f" (default: {shown})"
+                text += f" (default: {defaults})"
         return text + "."
 
     def check(self, value: Any) -> str | None:
-        """Why `value` is not allowed (a phrase), or None."""
-        if self.choices and value not in self.choices:
-            return f"expected one of {', '.join(map(str, self.choices))}"
-        if self.minimum is not None and value < self.minimum:
-            return f"must be at least {_shown(self.minimum)}"
-        if self.maximum is not None and value > self.maximum:
-            return f"must be at most {_shown(self.maximum)}"
-        if self.above is not None and value <= self.above:
-            return f"must be above {_shown(self.above)}"
-        return None
+        """What the option expects, if `value` is not allowed (`bert_tf.options.expected`)."""
+        metadata = {
+            "choices": self.choices,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "above": self.above,
+        }
+        return expected(metadata, value)
 
 
 def _flag_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return repr(value) if value == "" else value
-    return str(value)
 
 
 def option_specs() -> dict[str, OptionSpec]:
@@ -307,7 +290,7 @@ DEMO_PRETRAINING = PretrainingOptions(
     eval_steps=50,
     train_batch_size=32,
     learning_rate=1e-3,
-    steps_per_loop=50,
+    iterations_per_loop=50,
     min_masked_lm_accuracy=0.05,
     min_next_sentence_accuracy=0.4,
 )
@@ -332,9 +315,11 @@ def check_options(pipeline: str, options: TrainingOptions) -> list[str]:
         value = getattr(options, field.name)
         why = specs[field.name].check(value)
         if why:
-            errors.append(f"--{field.name}={_shown(value)}: {why}")
+            errors.append(f"--{field.name}: expected {why}, got {shown(value)}")
     if pipeline == "pretrain" and options.train_steps < 1:
-        errors.append(f"--train_steps={options.train_steps}: --pipeline=pretrain needs at least 1")
+        errors.append(
+            f"--train_steps: expected at least 1 for --pipeline=pretrain, got {options.train_steps}"
+        )
     return errors
 
 

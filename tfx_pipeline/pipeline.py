@@ -117,7 +117,7 @@ def create_pretraining_pipeline(
         max_seq_length=options.max_seq_length,
         dupe_factor=options.dupe_factor,
         short_seq_prob=options.short_seq_prob,
-        random_seed=options.random_seed,
+        seed=options.seed,
     )
     statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file)

@@ -216,6 +216,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
             text += f" Tasks: {', '.join(glue.PROCESSORS)}."
         define = getattr(flags, _FLAG_DEFINERS[spec.type])
         define(spec.name, None, text, flag_values=flag_values)
+        for alias in spec.aliases:  # an option's earlier name
+            flags.DEFINE_alias(alias, spec.name, flag_values=flag_values)
 
 
 def _is_remote(path: str) -> bool:

@@ -18,7 +18,7 @@ from absl import logging
 
 from bert_tf import checkpoints, training
 from bert_tf.configs import BertConfig
-from bert_tf.optimization import create_optimizer
+from bert_tf.options import TrainingLoopOptions
 from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import BertPreprocessor, load_vocab
 from tfx_pipeline import configs
@@ -93,7 +93,7 @@ def transformed_dataset(
     file_patterns: list[str],
     feature_spec: dict,
     batch_size: int,
-    training_data: bool,
+    training: bool,
     seed: int = 0,
 ) -> tf.data.Dataset:
     """Transform's gzipped TFRecords as dicts of batched tensors, ints as int32.
@@ -110,9 +110,9 @@ def transformed_dataset(
     # as a shorter, valid one: ValueError naming the file instead.
     check_tfrecord_files(files, "GZIP")
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    if training_data:
+    if training:
         dataset = dataset.shuffle(10_000, seed=seed).repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=training_data)
+    dataset = dataset.batch(batch_size, drop_remainder=training)
 
     def parse(records):
         features = tf.io.parse_example(records, feature_spec)
@@ -132,25 +132,29 @@ def train(
 ) -> keras.Model:
     """Builds the model under the chosen strategy and runs `bert_tf.training.Trainer`."""
     training.set_precision(options["precision"])
-    training.set_seed(options["random_seed"])
+    training.set_seed(options["seed"])
     strategy = training.get_strategy(options["distribution_strategy"])
     with strategy.scope():
         model = build_model()
-        optimizer = create_optimizer(
-            options["learning_rate"],
-            num_train_steps=num_train_steps,
-            num_warmup_steps=int(num_train_steps * options["warmup_proportion"]),
-        )
-    trainer = training.Trainer(
+    # One checkpoint, at the end (the pipeline's Trainer never resumes: a rerun is a new
+    # execution), progress every compiled loop.
+    loop = TrainingLoopOptions(
+        train_batch_size=options["train_batch_size"],
+        learning_rate=options["learning_rate"],
+        save_checkpoints_steps=num_train_steps,
+        log_steps=max(1, min(options["iterations_per_loop"], num_train_steps)),
+        seed=options["seed"],
+    )
+    trainer = training.make_trainer(
         model,
-        optimizer,
         loss_fn,
         output_dir,
         strategy,
-        steps_per_loop=options["steps_per_loop"],
-        save_checkpoints_steps=num_train_steps,
-        log_every_steps=max(1, min(options["steps_per_loop"], num_train_steps)),
-        jit_compile=bool(options["jit_compile"]),
+        loop,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * options["warmup_proportion"]),
+        steps_per_loop=options["iterations_per_loop"],
+        jit_compile=bool(options["use_xla"]),
     )
     logs = trainer.train(dataset, num_train_steps, init_checkpoint=init_checkpoint)
     logging.info("training done: %s", logs)

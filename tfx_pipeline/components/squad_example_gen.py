@@ -74,7 +74,7 @@ def training_windows(path: str, options: dict[str, Any]) -> Iterator[bytes]:
     from bert_tf.tokenization import BertTokenizer
 
     examples = squad.read_squad_examples(
-        path, is_training=True, version_2_with_negative=bool(options["version_2_with_negative"])
+        path, training=True, version_2_with_negative=bool(options["version_2_with_negative"])
     )
     if not examples:
         raise ValueError(f"{path}: no usable training questions")
@@ -84,7 +84,7 @@ def training_windows(path: str, options: dict[str, Any]) -> Iterator[bytes]:
         max_seq_length=options["max_seq_length"],
         doc_stride=options["doc_stride"],
         max_query_length=options["max_query_length"],
-        is_training=True,
+        training=True,
     )
     arrays = squad.feature_arrays(features, options["max_seq_length"])
     for row in range(len(features)):

@@ -55,8 +55,8 @@ def run_fn(fn_args):
         fn_args.train_files,
         feature_spec,
         options["train_batch_size"],
-        training_data=True,
-        seed=options["random_seed"],
+        training=True,
+        seed=options["seed"],
     ).map(lambda batch: ({k: batch[k] for k in INPUT_NAMES}, batch["label"]))
 
     init_checkpoint, config = trainer_lib.warm_start(

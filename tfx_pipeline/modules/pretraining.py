@@ -76,8 +76,8 @@ def run_fn(fn_args):
         fn_args.train_files,
         feature_spec,
         options["train_batch_size"],
-        training_data=True,
-        seed=options["random_seed"],
+        training=True,
+        seed=options["seed"],
     )
     config = BertConfig.from_preset(
         options["preset"], vocab_size=preprocessor.tokenizer.vocabulary_size

@@ -35,8 +35,8 @@ def run_fn(fn_args):
         fn_args.train_files,
         window_feature_spec(seq_length),
         options["train_batch_size"],
-        training_data=True,
-        seed=options["random_seed"],
+        training=True,
+        seed=options["seed"],
     )
 
     init_checkpoint, config = trainer_lib.warm_start(

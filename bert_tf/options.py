@@ -1,0 +1,268 @@
+"""Options declared once, as dataclass fields, that become absl flags with their checks.
+
+A field written with `option(default, help, choices=..., minimum=..., maximum=..., above=...)`
+carries its help text and allowed values. `define_flags(cls)` defines one flag per field of the
+dataclass `cls` (same name; an enum when it has choices; `aliases` as absl aliases),
+`from_flags(cls, args)` reads them back into an instance, and `check(options)` raises one
+ValueError line naming the first bad value (`--name: expected ..., got ...`). The scripts share
+the groups below (model source, training loop, precision; the distribution/TPU flags are
+`bert_tf.flags_util.define_tpu_flags`), and `tfx_pipeline.configs` declares the pipelines'
+options with the same `option`, so a flag means the same thing, with the same check, everywhere.
+
+This module imports no TensorFlow: scripts check their flags before importing it.
+
+Example:
+
+    from absl import flags
+    from bert_tf import options
+    flag_values = flags.FlagValues()
+    options.define_flags(options.TrainingLoopOptions, flag_values, learning_rate=3e-5)
+    flag_values(["prog", "--train_batch_size=16"])
+    loop = options.from_flags(options.TrainingLoopOptions, flag_values)
+    options.check(loop)          # ValueError("--train_batch_size: expected ...") if bad
+    loop.train_batch_size        # 16
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from absl import flags
+
+# The flags define_flags defines belong to the script that calls it (its --help), not here.
+flags.disclaim_key_flags()
+
+
+def option(
+    default: Any,
+    help: str = "",
+    *,
+    choices: tuple = (),
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    aliases: tuple[str, ...] = (),
+):
+    """A dataclass field that is also a flag: its help text (given once, where the option first
+    appears; a subclass that only changes the default writes a plain default), allowed values,
+    bounds (`minimum`/`maximum` inclusive, `above` exclusive) and older flag names."""
+    metadata = {"help": help, "choices": tuple(choices), "aliases": tuple(aliases)}
+    metadata.update(minimum=minimum, maximum=maximum, above=above)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def shown(value: Any) -> str:
+    """`value` as a flag would spell it (`true`, `''`, `0.1`)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return repr(value) if value == "" else value
+    return str(value)
+
+
+def expected(metadata: dict, value: Any) -> str | None:
+    """What the option declared by `metadata` expects, if `value` is not allowed, else None.
+
+    NaN is never in bounds (`not value >= minimum`), so `--learning_rate=nan` is an error."""
+    if value is None:
+        return None  # an optional option left unset
+    choices = metadata.get("choices") or ()
+    if choices and value not in choices:
+        return f"one of {', '.join(map(shown, choices))}"
+    low, high, above = metadata.get("minimum"), metadata.get("maximum"), metadata.get("above")
+    if isinstance(value, float) and math.isnan(value) and (low, high, above) != (None,) * 3:
+        return _range_phrase(low, high, above)
+    if (
+        (low is not None and not value >= low)
+        or (high is not None and not value <= high)
+        or (above is not None and not value > above)
+    ):
+        return _range_phrase(low, high, above)
+    return None
+
+
+def _range_phrase(low, high, above) -> str:
+    if above == 0 and low is None and high is None:
+        return "a positive number"
+    if above is not None:
+        return f"a number above {shown(above)}" + (f" and at most {shown(high)}" if high else "")
+    if low is not None and high is not None:
+        return f"{shown(low)}..{shown(high)}"
+    if low is not None:
+        return f"at least {shown(low)}"
+    return f"at most {shown(high)}"
+
+
+def errors(options: Any) -> list[str]:
+    """One line per field of the dataclass instance `options` whose value is not allowed."""
+    lines = []
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        what = expected(field.metadata, value)
+        if what:
+            lines.append(f"--{field.name}: expected {what}, got {shown(value)}")
+    return lines
+
+
+def check(options: Any) -> None:
+    """ValueError with the first of `errors(options)`."""
+    if bad := errors(options):
+        raise ValueError(bad[0])
+
+
+def help_text(field: dataclasses.Field) -> str:
+    """The field's help line (absl adds the allowed values of an enum, and the default)."""
+    return field.metadata.get("help", "").rstrip(".") + "."
+
+
+_DEFINERS = {"int": "DEFINE_integer", "float": "DEFINE_float", "bool": "DEFINE_bool"}
+
+
+def flag_kind(field: dataclasses.Field) -> str:
+    """The absl definer of a field: by its annotation (`int`, `float | None`, ...)."""
+    annotation = str(field.type).replace(" ", "").removesuffix("|None")
+    return _DEFINERS.get(annotation, "DEFINE_string")
+
+
+def define_flags(
+    cls: type,
+    flag_values: flags.FlagValues = flags.FLAGS,
+    *,
+    skip: tuple = (),
+    notes: dict[str, str] | None = None,
+    **defaults,
+) -> None:
+    """Defines a flag per field of the dataclass `cls` (but `skip`), in `flag_values`, with the
+    field's help, choices and aliases; `defaults` override the fields' defaults for one script,
+    `notes` add a script's own remark to a flag's help."""
+    unknown = (set(defaults) | set(notes or ())) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no options {sorted(unknown)}")
+    for field in dataclasses.fields(cls):
+        if field.name in skip:
+            continue
+        default = defaults.get(field.name, field.default)
+        text = help_text(field)
+        if notes and field.name in notes:
+            text = f"{text[:-1]}; {notes[field.name]}."
+        if field.metadata.get("choices"):
+            flags.DEFINE_enum(
+                field.name,
+                default,
+                [str(c) for c in field.metadata["choices"]],
+                text,
+                flag_values=flag_values,
+            )
+        else:
+            definer = getattr(flags, flag_kind(field))
+            definer(field.name, default, text, flag_values=flag_values)
+        for alias in field.metadata.get("aliases", ()):
+            flags.DEFINE_alias(alias, field.name, flag_values=flag_values)
+
+
+def from_flags(cls: type, flag_values: flags.FlagValues = flags.FLAGS):
+    """An instance of the dataclass `cls` with the values of its flags (defined ones only: a
+    field `skip`ped by define_flags keeps its default)."""
+    return cls(
+        **{
+            f.name: flag_values[f.name].value
+            for f in dataclasses.fields(cls)
+            if f.name in flag_values
+        }
+    )
+
+
+# --- The groups the scripts share ------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ModelSourceOptions:
+    """Where the model comes from: google-research's flags, resolved by
+    `bert_tf.model_source.resolve` (config and vocab default to the files beside
+    `--init_checkpoint`) with one set of checks in every script."""
+
+    init_checkpoint: str | None = option(
+        None,
+        "Pre-trained BERT: a google-research or bert_tf checkpoint (prefix or folder) or an HF "
+        "folder (config.json + weights + vocab.txt)",
+    )
+    bert_config_file: str | None = option(
+        None,
+        "bert_config.json of the model (default: bert_config.json or HF config.json beside "
+        "--init_checkpoint)",
+    )
+    vocab_file: str | None = option(
+        None, "WordPiece vocab, one token per line (default: vocab.txt beside --init_checkpoint)"
+    )
+    do_lower_case: bool = option(True, "Lowercase and strip accents (uncased models)")
+    max_seq_length: int = option(
+        128,
+        "Tokens per sequence after WordPiece, [CLS]/[SEP] included (at most the model's "
+        "max_position_embeddings)",
+        minimum=3,
+    )
+
+
+@dataclasses.dataclass
+class TrainingLoopOptions:
+    """The training loop of every training script (`bert_tf.training.make_trainer`)."""
+
+    train_batch_size: int = option(32, "Examples per optimizer step (all replicas)", above=0)
+    learning_rate: float = option(
+        5e-5, "Peak learning rate (linear warmup, then linear decay to 0)", above=0
+    )
+    optimizer: str = option(
+        "adamw",
+        "adamw: google-research's AdamW (weight decay 0.01, none on LayerNorm and biases); "
+        "lamb: LAMB, for large batches",
+        choices=("adamw", "lamb"),
+    )
+    save_checkpoints_steps: int = option(
+        1000, "Steps between training checkpoints (and one at the end)", above=0
+    )
+    keep_checkpoint_max: int = option(5, "Training checkpoints kept", above=0)
+    log_steps: int = option(100, "Steps between progress lines and summaries", above=0)
+    gradient_accumulation_steps: int = option(
+        1, "Micro-batches per optimizer step (must divide the per-replica batch)", above=0
+    )
+    seed: int | None = option(
+        None,
+        "Seed of initialisation, shuffling, masking and dropout (unset: not reproducible)",
+    )
+
+
+@dataclasses.dataclass
+class FineTuningLoopOptions(TrainingLoopOptions):
+    """run_classifier's and run_squad's loop: its length in epochs, warmup as a fraction."""
+
+    num_train_epochs: float = option(
+        3.0, "Passes over the training examples (may be fractional)", above=0
+    )
+    warmup_proportion: float = option(
+        0.1,
+        "Fraction of the training steps with a linear learning-rate warmup",
+        minimum=0,
+        maximum=1,
+    )
+
+
+@dataclasses.dataclass
+class PrecisionOptions:
+    """Numerics of training and prediction."""
+
+    use_mixed_precision: bool = option(
+        False, "Compute in --mixed_precision_dtype, keep variables in float32"
+    )
+    mixed_precision_dtype: str = option(
+        "float16",
+        "Compute dtype of --use_mixed_precision; float16 uses dynamic loss scaling",
+        choices=("float16", "bfloat16"),
+    )
+    use_xla: bool = option(False, "XLA-compile the training and prediction steps")
+
+    @property
+    def policy(self) -> str:
+        """The Keras dtype policy: float32, mixed_float16 or mixed_bfloat16."""
+        return f"mixed_{self.mixed_precision_dtype}" if self.use_mixed_precision else "float32"

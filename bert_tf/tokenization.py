@@ -385,3 +385,30 @@ class BertPreprocessor(_StringLayer):
             }
         )
         return config
+
+
+# --- Featurizers shared by the exported signatures and the pipelines' Transform ---------------
+
+
+def pair_features(preprocessor: BertPreprocessor, text_a, text_b) -> dict[str, tf.Tensor]:
+    """Packs `text_a`/`text_b` per row: a `text_b` without tokens ("") packs `text_a` alone."""
+    a, b = preprocessor.tokenizer(text_a), preprocessor.tokenizer(text_b)
+    single, pair = preprocessor.packer(a), preprocessor.packer([a, b])
+    has_b = (b.row_lengths() > 0)[:, None]
+    return {name: tf.where(has_b, pair[name], single[name]) for name in pair}
+
+
+def mask_aware_features(preprocessor: BertPreprocessor, text: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Encoder inputs for text with literal "[MASK]"s, each kept as the [MASK] token.
+
+    `BertTokenizer` splits "[MASK]" into "[", "mask", "]" like any bracketed word, so the text
+    is split on "[MASK]", the pieces tokenized, and the mask id put back between them.
+    """
+    tokenizer = preprocessor.tokenizer
+    pieces = tf.strings.split(text, sep=SPECIAL_TOKENS[4])  # [MASK]  # [batch, (masks + 1)]
+    piece_ids = tokenizer(pieces.flat_values)
+    mask = tf.fill([tf.shape(pieces.flat_values)[0], 1], tokenizer.special_ids.mask)
+    with_mask = tf.concat([piece_ids, tf.RaggedTensor.from_tensor(mask)], axis=1)
+    # Every piece got a trailing [MASK]; the last piece of each text must not.
+    ids = pieces.with_flat_values(with_mask).merge_dims(1, 2)[:, :-1]
+    return preprocessor.packer(ids)

@@ -125,7 +125,7 @@ def test_windows_cover_every_answer_with_max_context(tmp_path, tokenizer):
         assert feature.tokens[0] == "[CLS]" and feature.tokens[-1] == "[SEP]"
         first_doc = feature.tokens.index("[SEP]") + 1
         assert feature.segment_ids == [0] * first_doc + [1] * (len(feature.tokens) - first_doc)
-    doc_length = len(squad._wordpieces(tokenizer, [" ".join(examples[0].doc_tokens)])[0])
+    doc_length = len(squad.data._wordpieces(tokenizer, [" ".join(examples[0].doc_tokens)])[0])
     for example_index, example in enumerate(examples):
         windows = by_example[example_index]
         assert len(windows) > 5  # the joined context is several hundred tokens
@@ -140,7 +140,7 @@ def test_windows_cover_every_answer_with_max_context(tmp_path, tokenizer):
         assert sorted(counts) == list(range(doc_length))
         assert set(counts.values()) == {1}
         # The answer lies whole in at least one window, with max context at its start there.
-        answer = squad._wordpieces(tokenizer, [example.orig_answer_text])[0]
+        answer = squad.data._wordpieces(tokenizer, [example.orig_answer_text])[0]
         hits = [w for w in windows if w.start_position > 0]
         assert hits, example.qas_id
         for window in hits:

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from bert_tf import testing
+from bert_tf import testing, tokenization
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
 from bert_tf.tokenization import BertPreprocessor
@@ -121,7 +121,7 @@ def test_fill_mask_top_k(exports, loaded):
     assert np.all(probabilities.sum(-1) <= 1 + 1e-6)
     assert np.all(probabilities[0] > 0)
     # In-process: the tokenizer's [MASK] handling, positions and top-1 ids.
-    features = export.mask_aware_features(preprocessor, texts)
+    features = tokenization.mask_aware_features(preprocessor, texts)
     ids = features["input_word_ids"].numpy()
     assert list(ids[0, :8]) == [
         2,

@@ -43,7 +43,10 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from bert_tf import pretraining
+from serving.export import PRETRAINING_SIGNATURE
+from tfx_pipeline import trainer_lib
 from tfx_pipeline.components import blessing
+from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
 METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
 
@@ -72,9 +75,6 @@ class NotScorable(ValueError):
 def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
     """A Model artifact's pretraining heads, batch -> {mlm_logits, nsp_logits} (see the module
     docstring for which of its files)."""
-    from serving.export import PRETRAINING_SIGNATURE
-    from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
-
     serving_dir = path_utils.serving_model_path(model_uri)
     if tf.io.gfile.exists(os.path.join(serving_dir, "saved_model.pb")):
         import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
@@ -120,8 +120,6 @@ class Executor(blessing.EvaluatorExecutor):
         exec_properties: dict[str, Any],
     ) -> None:
         import tensorflow_transform as tft
-
-        from tfx_pipeline import trainer_lib
 
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         split_uri = artifact_utils.get_split_uri([examples], exec_properties["eval_split"])

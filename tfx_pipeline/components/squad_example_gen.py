@@ -34,6 +34,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from bert_tf import squad
+from bert_tf.tokenization import BertTokenizer
 from tfx_pipeline.components.example_gen_lib import (
     CustomSpecExampleGen,
     bytes_feature,
@@ -71,8 +72,6 @@ def window_feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]
 
 def training_windows(path: str, options: dict[str, Any]) -> Iterator[bytes]:
     """The doc-stride training windows of one SQuAD file, as serialized examples."""
-    from bert_tf.tokenization import BertTokenizer
-
     examples = squad.read_squad_examples(
         path, training=True, version_2_with_negative=bool(options["version_2_with_negative"])
     )

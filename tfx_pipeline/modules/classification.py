@@ -1,7 +1,7 @@
 """Module file of the fine-tuning pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
 
 Transform tokenizes and packs `text_a` (and `text_b` when not "") with
-`serving.export.pair_features` on a `BertPreprocessor`: the very function the exported model's
+`bert_tf.tokenization.pair_features` on a `BertPreprocessor`: the very function the exported model's
 signatures run, so training and serving ids agree by construction.
 
 The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.training.Trainer`
@@ -20,13 +20,13 @@ from bert_tf import glue
 from bert_tf.classification import classification_loss_fn
 from bert_tf.encoder import INPUT_NAMES, build_encoder
 from bert_tf.models import BertClassifier
+from bert_tf.tokenization import pair_features
+from serving.export import export_classifier
 from tfx_pipeline import trainer_lib
 
 
 def preprocessing_fn(inputs, custom_config):
     """Raw `text_a`, `text_b`, `label` -> packed encoder inputs (int64) and `label`."""
-    from serving.export import pair_features
-
     features = pair_features(
         trainer_lib.preprocessor(custom_config),
         tf.reshape(inputs["text_a"], [-1]),  # SchemaGen's [batch, 1] text columns
@@ -42,8 +42,6 @@ def run_fn(fn_args):
     """Fine-tunes for `trainer_lib.num_train_steps` steps (the custom_config's num_train_epochs
     unless the Trainer's train_args set a step count), exports the raw-text classifier."""
     import tensorflow_transform as tft  # here: only the Trainer needs it
-
-    from serving.export import export_classifier
 
     options = trainer_lib.training_options(fn_args.custom_config)
     processor = glue.get_processor(options["task_name"])

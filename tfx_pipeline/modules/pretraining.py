@@ -26,6 +26,7 @@ from bert_tf.encoder import build_encoder
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
 from bert_tf.pretraining import pretraining_loss
+from serving.export import export_encoder
 from tfx_pipeline import trainer_lib
 
 KERAS_MODEL_FILE = "model.keras"
@@ -66,8 +67,6 @@ def preprocessing_fn(inputs, custom_config):
 def run_fn(fn_args):
     """Pretrains for `fn_args.train_steps` steps, then exports (see the module docstring)."""
     import tensorflow_transform as tft  # here: only the Trainer needs it
-
-    from serving.export import export_encoder
 
     options = trainer_lib.training_options(fn_args.custom_config)
     preprocessor = trainer_lib.preprocessor(options)

@@ -5,7 +5,7 @@ doc-stride windows (several per question, each with the answer span mapped from 
 offsets onto WordPiece positions, or onto [CLS] when the window misses it), which is not a
 per-example TFT `preprocessing_fn`; `SquadExampleGen` builds them with `bert_tf.squad`, as
 google-research `run_squad.py` does, and the exported model tokenizes and windows raw text in
-its own graph (`serving.export.squad_answers`).
+its own graph (`bert_tf.squad.ingraph.squad_answers`).
 
 The Trainer fine-tunes a `BertSpanLabeler` on the windows with `bert_tf.squad.loss_fn`,
 warm-started from the Trainer's `base_model` (an imported checkpoint in any format
@@ -19,15 +19,14 @@ from __future__ import annotations
 from bert_tf import squad
 from bert_tf.encoder import build_encoder
 from bert_tf.models import BertSpanLabeler
+from serving.export import export_squad
 from tfx_pipeline import trainer_lib
+from tfx_pipeline.components.squad_example_gen import window_feature_spec
 
 
 def run_fn(fn_args):
     """Fine-tunes for `trainer_lib.num_train_steps` steps (the custom_config's num_train_epochs
     unless the Trainer's train_args set a step count), exports the raw-text SQuAD model."""
-    from serving.export import export_squad
-    from tfx_pipeline.components.squad_example_gen import window_feature_spec
-
     options = trainer_lib.training_options(fn_args.custom_config)
     seq_length = options["max_seq_length"]
     preprocessor = trainer_lib.preprocessor(options)

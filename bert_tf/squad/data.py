@@ -1,66 +1,30 @@
-"""SQuAD v1.1 / v2.0 for BERT: reading, windowed features, span decoding and EM/F1.
+"""SQuAD reading and features: examples from the JSON, doc-stride windows, the tf.data input
+and the span loss (google-research `run_squad.py`'s `read_squad_examples`,
+`convert_examples_to_features`, `input_fn_builder`, and its loss).
 
-Follows google-research/bert `run_squad.py` step by step, so features, predictions and scores
-line up with the paper's setup:
-
-- `read_squad_examples`: the context is split on whitespace into "doc words"; each answer's
-  character offset becomes a (start, end) word index.
-- `convert_examples_to_features`: every doc word is WordPiece-split (all words of all examples
-  in batched calls of the in-graph `BertTokenizer`), long contexts become overlapping windows of
-  `[CLS] query [SEP] doc-window [SEP]` (stride `doc_stride`), and each window records which of
-  its tokens have their "max context" there.
-- `compute_predictions`: n-best start/end search over all windows of an example, projection of
-  the WordPiece span back onto the original context text (`get_final_text`), v2.0 null odds.
-- `squad_v1_metrics` / `squad_v2_metrics`: EM/F1 as the official evaluation scripts compute
-  them (scores in percent).
-
-Example:
-
-    from bert_tf import squad, training
-    from bert_tf.tokenization import BertTokenizer
-
-    tokenizer = BertTokenizer("vocab.txt")
-    examples = squad.read_squad_examples("dev-v1.1.json", training=False)
-    features = squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
-        training=False)
-    dataset = squad.features_to_dataset(features, 384, batch_size=32, training=False)
-    outputs = training.predict(model, dataset)  # model: a trained BertSpanLabeler
-    predictions, nbest, null_odds = squad.compute_predictions(
-        examples, features, outputs["start_logits"], outputs["end_logits"],
-        lower_case=tokenizer.lower_case)
-    squad.squad_v1_metrics(squad.read_squad_json("dev-v1.1.json"), predictions)
-    # {"exact_match": ..., "f1": ...}
+See `bert_tf.squad` for the whole flow.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
-import math
 import os
-import re
-import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 from absl import logging
 
 from bert_tf.encoder import INPUT_NAMES
 from bert_tf.flags_util import decode_utf8
 from bert_tf.tokenization import (
-    BASIC_SPLIT_DELIMITERS,
-    BASIC_SPLIT_KEPT_DELIMITERS,
     BertTokenizer,
-    normalize_text,
 )
 
 # Strings per tokenizer call: large enough to amortise the op launch, small enough for memory.
-_TOKENIZE_BATCH = 16384
+TOKENIZE_BATCH = 16384
 
 
 @dataclasses.dataclass
@@ -239,8 +203,8 @@ def _wordpieces(tokenizer: BertTokenizer, texts: Sequence[str]) -> list[list[str
     """WordPiece token strings of each text, tokenized in large in-graph batches."""
     vocab = tokenizer.vocabulary
     pieces: list[list[str]] = []
-    for i in range(0, len(texts), _TOKENIZE_BATCH):
-        ids = tokenizer(tf.constant(list(texts[i : i + _TOKENIZE_BATCH]))).to_list()
+    for i in range(0, len(texts), TOKENIZE_BATCH):
+        ids = tokenizer(tf.constant(list(texts[i : i + TOKENIZE_BATCH]))).to_list()
         pieces.extend([vocab[j] for j in row] for row in ids)
     return pieces
 
@@ -441,286 +405,3 @@ def loss_fn(model: keras.Model, batch: dict) -> tuple[tf.Tensor, dict]:
         batch["end_positions"], outputs["end_logits"], from_logits=True
     )
     return (tf.reduce_mean(start) + tf.reduce_mean(end)) / 2.0, {}
-
-
-# --- Decoding ---------------------------------------------------------------------------------
-
-
-def basic_tokenize(texts: Sequence[str], lower_case: bool) -> list[list[str]]:
-    """BERT's normalization and pre-WordPiece split of each text, e.g. "Zürich's" -> zurich ' s."""
-    tokens: list[list[str]] = []
-    for i in range(0, len(texts), _TOKENIZE_BATCH):
-        normalized = normalize_text(tf.constant(list(texts[i : i + _TOKENIZE_BATCH])), lower_case)
-        split = tf_text.regex_split(
-            normalized, BASIC_SPLIT_DELIMITERS, BASIC_SPLIT_KEPT_DELIMITERS
-        ).to_list()
-        tokens.extend([t.decode("utf-8") for t in row] for row in split)
-    return tokens
-
-
-def _strip_spaces(text: str) -> tuple[str, dict[int, int]]:
-    """`text` without spaces, and each kept character's index in the original."""
-    kept, index_map = [], {}
-    for i, c in enumerate(text):
-        if c != " ":
-            index_map[len(kept)] = i
-            kept.append(c)
-    return "".join(kept), index_map
-
-
-def get_final_text(
-    pred_text: str,
-    orig_text: str,
-    orig_basic_tokens: Sequence[str],
-    verbose_logging: bool = False,
-) -> str:
-    """Projects a normalized WordPiece answer back onto the original words' text.
-
-    `pred_text` ("john smith") was rebuilt from WordPiece tokens, so it is lowercased, accent-
-    stripped and split at punctuation; `orig_text` ("John Smith's") are the doc words it came
-    from and `orig_basic_tokens` their `basic_tokenize` output. The prediction is located in
-    the normalized words and its character span mapped back through the space-free alignment;
-    when the alignment fails (normalization changed the length) the whole `orig_text` is
-    returned, as google-research does, which logs why with `verbose_logging`.
-    """
-    tok_text = " ".join(orig_basic_tokens)
-    start = tok_text.find(pred_text)
-    if start == -1:
-        if verbose_logging:
-            logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
-        return orig_text
-    end = start + len(pred_text) - 1
-    orig_stripped, orig_map = _strip_spaces(orig_text)
-    tok_stripped, tok_map = _strip_spaces(tok_text)
-    if len(orig_stripped) != len(tok_stripped):
-        if verbose_logging:
-            logging.info(
-                "Length not equal after stripping spaces: '%s' vs '%s'", orig_stripped, tok_stripped
-            )
-        return orig_text
-    # tok_text position -> space-free position -> orig_text position.
-    tok_to_stripped = {v: k for k, v in tok_map.items()}
-    if start not in tok_to_stripped or end not in tok_to_stripped:
-        if verbose_logging:
-            logging.info("Couldn't map the span of '%s' onto '%s'", pred_text, orig_text)
-        return orig_text
-    return orig_text[orig_map[tok_to_stripped[start]] : orig_map[tok_to_stripped[end]] + 1]
-
-
-def _best_indexes(logits: np.ndarray, n_best_size: int) -> list[int]:
-    return np.argsort(-logits, kind="stable")[:n_best_size].tolist()
-
-
-def _softmax(scores: list[float]) -> list[float]:
-    if not scores:
-        return []
-    top = max(scores)
-    exps = [math.exp(s - top) for s in scores]
-    total = sum(exps)
-    return [e / total for e in exps]
-
-
-_Candidate = collections.namedtuple(
-    "_Candidate", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"]
-)
-
-
-def _candidates(
-    features: list[tuple[int, SquadFeature]],
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    n_best_size: int,
-    max_answer_length: int,
-    with_null: bool,
-) -> tuple[list[_Candidate], _Candidate | None]:
-    """Valid (start, end) spans of one example over all its windows, and its best null span."""
-    spans, null = [], None
-    for feature_index, feature in features:
-        starts, ends = start_logits[feature_index], end_logits[feature_index]
-        if with_null:
-            null_score = starts[0] + ends[0]
-            if null is None or null_score < null.start_logit + null.end_logit:
-                null = _Candidate(feature_index, 0, 0, float(starts[0]), float(ends[0]))
-        for start in _best_indexes(starts, n_best_size):
-            for end in _best_indexes(ends, n_best_size):
-                # Only doc tokens, in order, not too long, and scored in their max-context window.
-                if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
-                    continue
-                if end < start or end - start + 1 > max_answer_length:
-                    continue
-                if not feature.token_is_max_context.get(start, False):
-                    continue
-                spans.append(
-                    _Candidate(feature_index, start, end, float(starts[start]), float(ends[end]))
-                )
-    return spans, null
-
-
-def compute_predictions(
-    examples: Sequence[SquadExample],
-    features: Sequence[SquadFeature],
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    lower_case: bool,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-    version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
-    verbose_logging: bool = False,
-) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
-    """Best answer text per question from the logits of every feature (google-research's
-    `write_predictions`).
-
-    `start_logits`/`end_logits` are `[num_features, seq]`, row i for `features[i]`. Returns
-    (predictions {id: text}, n-best {id: [{text, probability, start_logit, end_logit}]},
-    null odds {id: null score - best span score}, empty for v1.1). With
-    `version_2_with_negative`, the answer is "" when the null odds exceed the threshold.
-    `verbose_logging` logs (INFO) the answers `get_final_text` cannot map back.
-    """
-    start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
-    if len(start_logits) != len(features) or len(end_logits) != len(features):
-        raise ValueError(
-            f"got {len(start_logits)} start and {len(end_logits)} end logit rows for "
-            f"{len(features)} features"
-        )
-    by_example: dict[int, list[tuple[int, SquadFeature]]] = collections.defaultdict(list)
-    for feature_index, feature in enumerate(features):
-        by_example[feature.example_index].append((feature_index, feature))
-
-    # The basic tokens of a run of doc words are those of each word in turn (the basic split
-    # breaks at whitespace), so each distinct word is normalized once, in one batched call.
-    words = sorted({w for e in examples for w in e.doc_tokens})
-    basic = dict(zip(words, basic_tokenize(words, lower_case), strict=True))
-
-    predictions, all_nbest, null_odds = {}, {}, {}
-    for example_index, example in enumerate(examples):
-        spans, null = _candidates(
-            by_example[example_index],
-            start_logits,
-            end_logits,
-            n_best_size,
-            max_answer_length,
-            version_2_with_negative,
-        )
-        candidates = spans + ([null] if null else [])
-        candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
-        nbest: list[tuple[str, float, float]] = []
-        seen = set()
-        for c in candidates:
-            if len(nbest) >= n_best_size:
-                break
-            if c.start_index > 0:
-                feature = features[c.feature_index]
-                first = feature.token_to_orig_map[c.start_index]
-                orig_words = example.doc_tokens[first : feature.token_to_orig_map[c.end_index] + 1]
-                pieces = " ".join(feature.tokens[c.start_index : c.end_index + 1])
-                pred_text = " ".join(pieces.replace(" ##", "").replace("##", "").split())
-                orig_basic = [t for w in orig_words for t in basic[w]]
-                text = get_final_text(pred_text, " ".join(orig_words), orig_basic, verbose_logging)
-            else:
-                text = ""
-            if text in seen:
-                continue
-            seen.add(text)
-            nbest.append((text, c.start_logit, c.end_logit))
-        if version_2_with_negative and "" not in seen and null is not None:
-            nbest.append(("", null.start_logit, null.end_logit))
-        if not nbest:  # no valid span at all (google-research's rare edge case)
-            nbest.append(("empty", 0.0, 0.0))
-        probabilities = _softmax([s + e for _, s, e in nbest])
-        all_nbest[example.qas_id] = [
-            {"text": text, "probability": p, "start_logit": s, "end_logit": e}
-            for (text, s, e), p in zip(nbest, probabilities, strict=True)
-        ]
-        best_span = next(((t, s, e) for t, s, e in nbest if t), None)
-        if not version_2_with_negative:
-            predictions[example.qas_id] = nbest[0][0]
-        elif best_span is None:  # only the null answer is valid: odds = its score alone
-            predictions[example.qas_id] = ""
-            null_odds[example.qas_id] = null.start_logit + null.end_logit if null else 0.0
-        else:
-            diff = null.start_logit + null.end_logit - best_span[1] - best_span[2]
-            null_odds[example.qas_id] = diff
-            predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_span[0]
-    return predictions, all_nbest, null_odds
-
-
-# --- Metrics (the official SQuAD evaluation, scores in percent) --------------------------------
-
-
-_PUNCTUATION = frozenset(string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """Lowercase, drop punctuation, then the articles a/an/the, then collapse whitespace."""
-    text = "".join(c for c in text.lower() if c not in _PUNCTUATION)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-def _f1(prediction: str, gold: str, empty_matches_empty: bool) -> float:
-    pred_tokens, gold_tokens = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if empty_matches_empty and (not pred_tokens or not gold_tokens):
-        # v2.0: an empty answer is right exactly when the gold is empty too.
-        return float(pred_tokens == gold_tokens)
-    common = sum((collections.Counter(pred_tokens) & collections.Counter(gold_tokens)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred_tokens), common / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
-def iter_questions(dataset: Iterable[dict]) -> Iterable[dict]:
-    """Every question dict (`id`, `question`, `answers`, ...) of a SQuAD `data` list."""
-    for article in dataset:
-        for paragraph in article["paragraphs"]:
-            yield from paragraph["qas"]
-
-
-def squad_v1_metrics(dataset: Iterable[dict], predictions: dict[str, str]) -> dict[str, float]:
-    """SQuAD v1.1 `exact_match` and `f1` (percent), best over each question's gold answers.
-
-    A question without a prediction scores 0, as in the official script.
-    """
-    exact = f1 = 0.0
-    total = 0
-    for qa in iter_questions(dataset):
-        total += 1
-        if qa["id"] not in predictions:
-            continue
-        prediction = predictions[qa["id"]]
-        golds = [a["text"] for a in qa["answers"]]
-        exact += max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
-        f1 += max(_f1(prediction, g, empty_matches_empty=False) for g in golds)
-    if total == 0:
-        raise ValueError("the SQuAD dataset has no questions")
-    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
-
-
-def squad_v2_metrics(dataset: Iterable[dict], predictions: dict[str, str]) -> dict[str, float]:
-    """SQuAD v2.0 `exact`, `f1`, `total`, and the same over `HasAns_*`/`NoAns_*` questions.
-
-    Unanswerable questions (no gold answer) are right only with an empty prediction. Questions
-    without a prediction are left out, as in the official script.
-    """
-    scores: dict[str, tuple[float, float, bool]] = {}  # id -> (exact, f1, has_answer)
-    for qa in iter_questions(dataset):
-        if qa["id"] not in predictions:
-            continue
-        prediction = predictions[qa["id"]]
-        golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
-        scores[qa["id"]] = (
-            max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds),
-            max(_f1(prediction, g, empty_matches_empty=True) for g in golds),
-            bool(qa["answers"]),
-        )
-    if not scores:
-        raise ValueError("no question of the SQuAD dataset has a prediction")
-    results: dict[str, float] = {}
-    for prefix, keep in (("", None), ("HasAns_", True), ("NoAns_", False)):
-        subset = [s for s in scores.values() if keep is None or s[2] == keep]
-        if subset:
-            results[f"{prefix}exact"] = 100.0 * sum(s[0] for s in subset) / len(subset)
-            results[f"{prefix}f1"] = 100.0 * sum(s[1] for s in subset) / len(subset)
-            results[f"{prefix}total"] = len(subset)
-    return results

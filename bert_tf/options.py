@@ -53,6 +53,14 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def same_as(cls: type, name: str, default: Any = dataclasses.MISSING):
+    """A field declared as `cls`'s field `name` (help, choices, bounds), with its own default:
+    the pipelines' options reuse the scripts' declarations, so the two never drift apart."""
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    value = field.default if default is dataclasses.MISSING else default
+    return dataclasses.field(default=value, metadata=field.metadata)
+
+
 def shown(value: Any) -> str:
     """`value` as a flag would spell it (`true`, `''`, `0.1`)."""
     if isinstance(value, bool):

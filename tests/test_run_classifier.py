@@ -62,6 +62,18 @@ def _tiny_flags(data_dir: Path, output_dir: Path, minilm_dir: Path, **overrides)
     }
 
 
+def _dev_labels(data_dir: Path) -> np.ndarray:
+    lines = (data_dir / "dev.tsv").read_text().splitlines()[1:]
+    return np.array([["neg", "pos"].index(line.rsplit("\t", 1)[1]) for line in lines])
+
+
+def _assert_eval_matches(result: dict[str, float], probabilities: np.ndarray, labels) -> None:
+    """eval_results.txt's accuracy and loss are those of these dev-set probabilities."""
+    assert result["eval_accuracy"] == pytest.approx(np.mean(probabilities.argmax(1) == labels))
+    cross_entropy = -np.log(probabilities[np.arange(len(labels)), labels])
+    assert result["eval_loss"] == pytest.approx(cross_entropy.mean(), rel=1e-4)
+
+
 def _eval_results(output_dir: Path) -> dict[str, float]:
     lines = (output_dir / "eval_results.txt").read_text().splitlines()
     return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
@@ -79,13 +91,15 @@ def test_train_eval_predict_tiny_model(polarity_dir, minilm_dir, tmp_path):
     run_classifier.run(_args(do_train=True, do_eval=True, do_predict=True, **values))
     result = _eval_results(tmp_path)
     assert set(result) == {"eval_accuracy", "eval_loss", "global_step"}
-    assert 0 <= result["eval_accuracy"] <= 1 and np.isfinite(result["eval_loss"])
     assert result["global_step"] == 20  # 160 examples / 16 * 2 epochs
     results = tmp_path / "test_results.tsv"
     assert results.read_text().splitlines()[0] == "neg\tpos"  # header: the labels in order
     probabilities = np.loadtxt(results, delimiter="\t", skiprows=1)
     assert probabilities.shape == (40, 2)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
+    # test.tsv holds the dev sentences: the evaluation's numbers are the predictions' numbers
+    # (a label mapped to the wrong class id, or a metric over other rows, breaks this).
+    _assert_eval_matches(result, probabilities, _dev_labels(polarity_dir))
     assert (tmp_path / "ckpt-20.index").exists()
     log = json.loads((tmp_path / training.LOG_FILE).read_text())
     assert [e["step"] for e in log["history"]] == [5, 10, 15, 20]
@@ -109,10 +123,13 @@ def test_fine_tune_from_minilm_hf_folder(polarity_dir, minilm_dir, tmp_path):
             seed=1,
             do_train=True,
             do_eval=True,
+            do_predict=True,
         )
     )
     result = _eval_results(tmp_path)
-    assert result["global_step"] == 2 and 0 <= result["eval_accuracy"] <= 1
+    assert result["global_step"] == 2
+    probabilities = np.loadtxt(tmp_path / "test_results.tsv", delimiter="\t", skiprows=1)
+    _assert_eval_matches(result, probabilities, _dev_labels(polarity_dir))
     # The encoder started from MiniLM: two small Adam steps leave its weights close to it.
     config = BertConfig.from_hf_json_file(minilm_dir / "config.json")
     model = BertClassifier(build_encoder(config), 2)

@@ -31,7 +31,15 @@ from typing import Any
 
 from bert_tf.configs import PRESETS
 from bert_tf.flags_util import STRATEGIES
-from bert_tf.options import expected, option, shown
+from bert_tf.options import (
+    FineTuningLoopOptions,
+    ModelSourceOptions,
+    TrainingLoopOptions,
+    expected,
+    option,
+    same_as,
+    shown,
+)
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
@@ -83,17 +91,10 @@ class TrainingOptions:
         "squad evaluators always score all of it)",
         minimum=0,
     )
-    train_batch_size: int = option(32, "Training batch size", minimum=1)
+    train_batch_size: int = same_as(TrainingLoopOptions, "train_batch_size")
     eval_batch_size: int = option(32, "Evaluation batch size (the evaluators')", minimum=1)
-    learning_rate: float = option(
-        1e-4, "Peak learning rate (linear warmup, then linear decay to 0)", above=0
-    )
-    warmup_proportion: float = option(
-        0.1,
-        "Fraction of the training steps with a linear learning-rate warmup",
-        minimum=0,
-        maximum=1,
-    )
+    learning_rate: float = same_as(TrainingLoopOptions, "learning_rate", 1e-4)
+    warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
     precision: str = option("float32", "Keras dtype policy of the model", choices=PRECISIONS)
     use_xla: bool = option(
         False, "XLA-compile the training step (the scripts' flag)", aliases=("jit_compile",)
@@ -111,10 +112,8 @@ class TrainingOptions:
     seed: int = option(
         12345, "Seed of initialization, shuffling and masking", aliases=("random_seed",)
     )
-    max_seq_length: int = option(
-        128, "Tokens per sequence after WordPiece, [CLS] and [SEP] included", minimum=3
-    )
-    do_lower_case: bool = option(True, "Lowercase and strip accents (uncased models)")
+    max_seq_length: int = same_as(ModelSourceOptions, "max_seq_length")
+    do_lower_case: bool = same_as(ModelSourceOptions, "do_lower_case")
 
 
 @dataclasses.dataclass
@@ -153,12 +152,7 @@ class PretrainingOptions(TrainingOptions):
 class FineTuningOptions(TrainingOptions):
     """Fine-tuning options shared by the classification and SQuAD pipelines."""
 
-    num_train_epochs: float = option(
-        3.0,
-        "Epochs over the training examples when --train_steps is 0 (the default); may be "
-        "fractional",
-        above=0,
-    )
+    num_train_epochs: float = same_as(FineTuningLoopOptions, "num_train_epochs")
 
 
 @dataclasses.dataclass

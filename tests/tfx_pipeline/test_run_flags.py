@@ -102,7 +102,7 @@ def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path)
         ({"preset": "huge"}, "--preset: expected one of tiny, mini"),
         ({"distribution_strategy": "multi"}, "expected one of one_device, mirrored"),
         ({"num_train_epochs": "0"}, "--num_train_epochs: expected a positive number, got 0.0"),
-        ({"train_batch_size": "0"}, "--train_batch_size: expected at least 1, got 0"),
+        ({"train_batch_size": "0"}, "--train_batch_size: expected a positive number, got 0"),
         ({"warmup_proportion": "1.5"}, "--warmup_proportion: expected 0..1, got 1.5"),
         ({"pipeline_root": "gs://b/root"}, "--metadata_path required: --pipeline_root=gs://b/root"),
         ({"trainer_cpu": "8"}, "--trainer_cpu: only for --runner=kubeflow or vertex"),
@@ -294,7 +294,7 @@ def test_help_shows_the_options_without_importing_tensorflow(tmp_path):
         timeout=120,
     )
     assert result.returncode == 1, result.stderr[-2000:]  # absl's --help exit status
-    assert "--num_train_epochs: Epochs over the training examples" in result.stdout
+    assert "--num_train_epochs: Passes over the training examples" in result.stdout
     assert "(see tfx_pipeline.configs)" not in result.stdout  # the old placeholder help
     assert not _imported(result.stderr) & {"tensorflow", "tfx"}
 

@@ -7,6 +7,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import dataclasses
 import itertools
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -181,9 +182,26 @@ def tiny_pretraining_data(
     return make
 
 
+# BERT_TFX_TEST_SHUFFLE=<seed>: each file's tests in a random order from that seed (files stay
+# whole for xdist's loadfile). Every test must pass alone and in any order; CI's Bazel pass runs
+# its files shuffled with a new seed each time, shown in the test log's header.
+SHUFFLE_ENV = "BERT_TFX_TEST_SHUFFLE"
+
+
+def pytest_report_header() -> str | None:
+    seed = os.environ.get(SHUFFLE_ENV)
+    return f"{SHUFFLE_ENV}={seed}: tests shuffled within each file" if seed else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with slow tests first, each file's tests in their order: `make test` spreads files
-    over two workers (pytest-xdist `--dist loadfile`), and a long file started last would run
-    alone at the end."""
+    """Files with slow tests first, each file's tests in their order (or shuffled, see
+    SHUFFLE_ENV): `make test` spreads files over two workers (pytest-xdist `--dist loadfile`),
+    and a long file started last would run alone at the end."""
+    if seed := os.environ.get(SHUFFLE_ENV):
+        random.Random(seed).shuffle(items)
+        first = {}
+        for index, item in enumerate(items):
+            first.setdefault(item.path, index)
+        items.sort(key=lambda item: first[item.path])  # stable: the shuffle within a file stays
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)

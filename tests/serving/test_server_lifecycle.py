@@ -23,7 +23,10 @@ allowed_batch_sizes: 4
 ROWS4 = np.arange(8, dtype=np.float32).reshape(4, 2)  # fills a batch: no batch timeout wait
 
 
-@pytest.fixture(scope="module")
+# A server per test, serving version 1 of "live": every test passes alone and in any order
+# (a shared one carried the hot swap's version 2 into later tests, and the SIGTERM test
+# stopped it for any test after it).
+@pytest.fixture
 def server(saved_models, tmp_path_factory, server_process, install_version):
     root = tmp_path_factory.mktemp("lifecycle")
     (root / "live").mkdir()
@@ -50,7 +53,7 @@ def server(saved_models, tmp_path_factory, server_process, install_version):
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def client(server):
     with ServingClient(server.target) as client:
         yield client
@@ -138,7 +141,7 @@ def test_corrupt_version_reported_and_old_keeps_serving(
     (status,) = client.status("live", version=3)
     assert status["status"]["error_code"] != "OK" and status["status"]["error_message"]
     y = client.predict("live", {"x": ROWS4})["y"]
-    np.testing.assert_allclose(y, 2 * ROWS4 + 2)  # still version 2
+    np.testing.assert_allclose(y, 2 * ROWS4 + 1)  # still version 1
 
 
 def test_reload_config(server, client, saved_models, install_version):
@@ -160,7 +163,7 @@ def test_reload_config(server, client, saved_models, install_version):
     assert error.value.code() == grpc.StatusCode.UNAVAILABLE  # configured, no version yet
     out = client.predict("words", {"text": np.array(["ab"], dtype=object)}, label="stable")
     assert out["upper"].tolist() == [b"AB"]
-    np.testing.assert_allclose(client.predict("live", {"x": ROWS4})["y"], 2 * ROWS4 + 2)
+    np.testing.assert_allclose(client.predict("live", {"x": ROWS4})["y"], 2 * ROWS4 + 1)
     request.config.model_config_list.config[0].model_platform = "pytorch"
     with pytest.raises(grpc.RpcError) as error:
         stub.HandleReloadConfigRequest(request)

@@ -87,7 +87,8 @@ def record_digests(paths: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         sys.exit(f"error: unexpected arguments {argv[1:]}")
-    from bert_tf import pretraining_beam, pretraining_data
+    from bert_tf import pretraining
+    from bert_tf.pretraining import beam as pretraining_beam
 
     work = Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="beam_datagen-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -106,7 +107,7 @@ def main(argv: list[str]) -> None:
 
         start, cpu = time.perf_counter(), cpu_seconds()
         single = str(work / "single.tfrecord")
-        count = pretraining_data.create_pretraining_data(inputs, single, vocab, **options)
+        count = pretraining.create_pretraining_data(inputs, single, vocab, **options)
         single_s = time.perf_counter() - start
         single_cpu_s = cpu_seconds() - cpu
         reference = record_digests([single])

@@ -97,7 +97,7 @@ def input_rates(batches: int) -> dict:
     from bert_tf import pretraining
     from bert_tf.data import corpora, fetch
     from bert_tf.masking import MaskedLmMasker
-    from bert_tf.pretraining_data import create_pretraining_data
+    from bert_tf.pretraining import create_pretraining_data
     from bert_tf.tokenization import load_vocab
 
     vocab_file = fetch.path("minilm", "vocab.txt")

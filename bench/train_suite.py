@@ -80,7 +80,7 @@ def model_flops_per_step(case: Case) -> float:
 
 
 def synthetic_batch(case: Case, seed: int = 0) -> dict[str, tf.Tensor]:
-    """A full-length pretraining batch in `bert_tf.pretraining_data`'s feature layout."""
+    """A full-length pretraining batch in `bert_tf.pretraining.records`'s feature layout."""
     rng = np.random.default_rng(seed)
     b, s, p = case.batch_size, case.seq_length, case.num_predictions
     vocab = case.bert_config().vocab_size

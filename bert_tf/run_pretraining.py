@@ -35,7 +35,7 @@ from bert_tf.encoder import build_encoder
 from bert_tf.flags_util import check_positive, define_tpu_flags
 from bert_tf.masking import MaskedLmMasker
 from bert_tf.models import BertPretrainer
-from bert_tf.pretraining_data import check_pretraining_file, expand_file_patterns
+from bert_tf.pretraining import check_pretraining_file, expand_file_patterns
 from bert_tf.tfrecords import check_tfrecord_files
 from bert_tf.tokenization import load_vocab
 

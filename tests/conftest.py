@@ -162,7 +162,7 @@ def tiny_pretraining_data(
         max_predictions_per_seq: int = 5,
         config: str = "tiny",
     ) -> PretrainingData:
-        from bert_tf.pretraining_data import create_pretraining_data
+        from bert_tf.pretraining import create_pretraining_data
 
         folder = lee_corpus(tmp_path_factory.mktemp("pretraining"), corpus=documents)
         count = create_pretraining_data(

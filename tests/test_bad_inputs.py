@@ -20,12 +20,13 @@ import tensorflow as tf
 
 from bert_tf import (
     create_pretraining_data,
-    pretraining_data,
+    pretraining,
     run_classifier,
     run_pretraining,
     run_squad,
 )
 from bert_tf.configs import BertConfig
+from bert_tf.pretraining import records
 
 SEQ, PRED = 32, 5
 TESTDATA = Path(__file__).parent / "testdata"
@@ -163,7 +164,7 @@ def test_odd_but_valid_corpus_gives_valid_records(run_main, vocab_file, tmp_path
         create_pretraining_data,
         *_pretraining_data_argv(tmp_path / "odd.txt", output, vocab_file, dupe_factor=3),
     )
-    count = pretraining_data.check_pretraining_file(str(output), SEQ, PRED)
+    count = pretraining.check_pretraining_file(str(output), SEQ, PRED)
     assert count >= 9
     for record in tf.data.TFRecordDataset(str(output)).as_numpy_iterator():
         mask = tf.train.Example.FromString(record).features.feature["input_mask"].int64_list.value
@@ -178,7 +179,7 @@ def test_one_sentence_corpus(run_main, vocab_file, tmp_path):
         create_pretraining_data,
         *_pretraining_data_argv(tmp_path / "one.txt", output, vocab_file, dupe_factor=2),
     )
-    assert pretraining_data.check_pretraining_file(str(output), SEQ, PRED) == 2
+    assert pretraining.check_pretraining_file(str(output), SEQ, PRED) == 2
 
 
 @pytest.mark.parametrize(
@@ -211,7 +212,7 @@ def test_failure_while_writing_keeps_the_previous_output(
     argv = _pretraining_data_argv(data.corpus, output, vocab_file)
     run_main(create_pretraining_data, *argv)
     before = output.read_bytes()
-    to_example, calls = pretraining_data.to_example, []
+    to_example, calls = records.to_example, []
 
     def full_disk(features):
         calls.append(1)
@@ -219,7 +220,7 @@ def test_failure_while_writing_keeps_the_previous_output(
             raise OSError(28, "No space left on device")
         return to_example(features)
 
-    monkeypatch.setattr(pretraining_data, "to_example", full_disk)
+    monkeypatch.setattr(records, "to_example", full_disk)
     _fails(run_main, create_pretraining_data, [*argv, "--random_seed=7"], "No space left")
     assert len(calls) == 4
     assert output.read_bytes() == before and not _leftovers(tmp_path)

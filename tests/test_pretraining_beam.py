@@ -9,7 +9,8 @@ from absl import flags
 from apache_beam.testing.util import assert_that, equal_to
 from google.protobuf import json_format
 
-from bert_tf import create_pretraining_data, pretraining_beam, pretraining_data
+from bert_tf import create_pretraining_data, pretraining
+from bert_tf.pretraining import beam as pretraining_beam
 from bert_tf.tokenization import BertTokenizer
 
 OPTIONS = {
@@ -33,7 +34,7 @@ def corpus(tmp_path_factory, lee_corpus):
 @pytest.fixture(scope="module")
 def single_process_records(tmp_path_factory, corpus, vocab_file) -> list[bytes]:
     output = tmp_path_factory.mktemp("single") / "train.tfrecord"
-    count = pretraining_data.create_pretraining_data(
+    count = pretraining.create_pretraining_data(
         f"{corpus}/*.txt", str(output), vocab_file, **OPTIONS
     )
     records = list(tf.data.TFRecordDataset(str(output)).as_numpy_iterator())
@@ -42,13 +43,13 @@ def single_process_records(tmp_path_factory, corpus, vocab_file) -> list[bytes]:
 
 
 def test_read_documents_and_corpus_order_match_the_single_process_reader(corpus, vocab_file):
-    files = pretraining_data.expand_file_patterns(f"{corpus}/*.txt")
+    files = pretraining.expand_file_patterns(f"{corpus}/*.txt")
     tokenizer = BertTokenizer(vocab_file)
-    expected = pretraining_data.read_documents(files, tokenizer)
+    expected = pretraining.read_documents(files, tokenizer)
     # keep_text=True (what the NSP-pair ExampleGen needs): the same documents, each sentence
     # as (text, token count).
-    documents = list(pretraining_data.text_documents(files))
-    ids = pretraining_data.tokenize_documents(documents, tokenizer)
+    documents = list(pretraining.text_documents(files))
+    ids = pretraining.tokenize_documents(documents, tokenizer)
     with_text = [
         kept
         for document, document_ids in zip(documents, ids, strict=True)

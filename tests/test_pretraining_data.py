@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining_data
+from bert_tf import pretraining
 from bert_tf.tokenization import SpecialTokenIds, load_vocab
 
 SEQ, PRED = 64, 10
@@ -25,7 +25,7 @@ def corpus(tmp_path_factory, lee_corpus):
 def records(tmp_path_factory, corpus, vocab_file):
     out = tmp_path_factory.mktemp("out")
     outputs = [str(out / "train-0.tfrecord"), str(out / "train-1.tfrecord")]
-    count = pretraining_data.create_pretraining_data(
+    count = pretraining.create_pretraining_data(
         f"{corpus}/*.txt", ",".join(outputs), vocab_file, **OPTIONS
     )
     return outputs, count
@@ -91,7 +91,7 @@ def test_next_sentence_labels_are_balanced(records):
 def test_same_seed_same_bytes_other_seed_differs(tmp_path, corpus, vocab_file):
     def run(name, seed):
         path = tmp_path / name
-        pretraining_data.create_pretraining_data(
+        pretraining.create_pretraining_data(
             f"{corpus}/a.txt", str(path), vocab_file, seed=seed, **OPTIONS
         )
         return path.read_bytes()
@@ -104,21 +104,21 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path, corpus, vocab_file):
 
 def test_truncate_seq_pair_trims_longer_side_to_fit():
     a, b = list(range(10)), list(range(100, 104))
-    pretraining_data.truncate_seq_pair(a, b, 9, random.Random(0))
+    pretraining.truncate_seq_pair(a, b, 9, random.Random(0))
     assert len(a) + len(b) == 9 and b == [100, 101, 102, 103]
     assert a == sorted(a) and set(a) <= set(range(10))
 
 
 def test_reader_gives_model_inputs(records):
     outputs, count = records
-    dataset = pretraining_data.read_pretraining_dataset(outputs, SEQ, PRED, batch_size=16)
+    dataset = pretraining.read_pretraining_dataset(outputs, SEQ, PRED, batch_size=16)
     batch = next(iter(dataset))
     assert batch["input_word_ids"].shape == (16, SEQ) and batch["input_word_ids"].dtype == tf.int32
     assert batch["input_type_ids"].shape == (16, SEQ)
     assert batch["masked_lm_positions"].shape == (16, PRED)
     assert batch["masked_lm_weights"].dtype == tf.float32
     assert batch["next_sentence_labels"].shape == (16,)
-    unbatched = pretraining_data.read_pretraining_dataset(",".join(outputs), SEQ, PRED)
+    unbatched = pretraining.read_pretraining_dataset(",".join(outputs), SEQ, PRED)
     assert sum(1 for _ in unbatched) == count
 
 
@@ -144,7 +144,7 @@ def test_reader_parses_an_original_format_example(tmp_path):
     path = str(tmp_path / "original.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         writer.write(example.SerializeToString())
-    (parsed,) = pretraining_data.read_pretraining_dataset(path, SEQ, PRED)
+    (parsed,) = pretraining.read_pretraining_dataset(path, SEQ, PRED)
     np.testing.assert_array_equal(parsed["input_word_ids"], ids)
     np.testing.assert_array_equal(parsed["input_type_ids"][:6], [0, 0, 0, 0, 1, 1])
     assert parsed["masked_lm_positions"][0] == 2 and parsed["masked_lm_ids"][0] == 2088
@@ -159,13 +159,13 @@ def test_corrupt_and_mismatched_files_are_named(tmp_path, records):
     truncated = tmp_path / "truncated.tfrecord"
     truncated.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"truncated\.tfrecord: corrupt or truncated"):
-        pretraining_data.check_pretraining_file(str(truncated), SEQ, PRED)
+        pretraining.check_pretraining_file(str(truncated), SEQ, PRED)
     garbage = tmp_path / "garbage.tfrecord"
     garbage.write_bytes(b"this is not a tfrecord file at all")
     with pytest.raises(ValueError, match=r"garbage\.tfrecord: corrupt or truncated"):
-        pretraining_data.read_pretraining_dataset(str(garbage), SEQ, PRED)
+        pretraining.read_pretraining_dataset(str(garbage), SEQ, PRED)
     with pytest.raises(ValueError, match=r"train-0\.tfrecord record 1: feature 'input_ids' has"):
-        pretraining_data.read_pretraining_dataset(good, 128, PRED)
+        pretraining.read_pretraining_dataset(good, 128, PRED)
     wrong_type = raw_examples(good)[0]
     wrong_type.features.feature["masked_lm_weights"].CopyFrom(
         tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * PRED))
@@ -180,7 +180,7 @@ def test_corrupt_and_mismatched_files_are_named(tmp_path, records):
         with tf.io.TFRecordWriter(str(path)) as writer:
             writer.write(example.SerializeToString())
         with pytest.raises(ValueError, match=rf"bad\.tfrecord record 1: {message}"):
-            pretraining_data.read_pretraining_dataset(str(path), SEQ, PRED)
+            pretraining.read_pretraining_dataset(str(path), SEQ, PRED)
 
 
 def test_bad_inputs_raise_clear_errors(tmp_path, vocab_file):
@@ -188,13 +188,13 @@ def test_bad_inputs_raise_clear_errors(tmp_path, vocab_file):
     empty.write_text("\n\n   \n")
     out = str(tmp_path / "out.tfrecord")
     with pytest.raises(ValueError, match="no document with any token"):
-        pretraining_data.create_pretraining_data(str(empty), out, vocab_file)
+        pretraining.create_pretraining_data(str(empty), out, vocab_file)
     with pytest.raises(FileNotFoundError, match="no file matches"):
-        pretraining_data.create_pretraining_data(str(tmp_path / "nope*.txt"), out, vocab_file)
+        pretraining.create_pretraining_data(str(tmp_path / "nope*.txt"), out, vocab_file)
     with pytest.raises(ValueError, match="max_seq_length must be >= 5"):
-        pretraining_data.create_pretraining_data(str(empty), out, vocab_file, max_seq_length=4)
+        pretraining.create_pretraining_data(str(empty), out, vocab_file, max_seq_length=4)
     with pytest.raises(ValueError, match="masked_lm_prob"):
-        pretraining_data.create_pretraining_data(str(empty), out, vocab_file, masked_lm_prob=1.5)
+        pretraining.create_pretraining_data(str(empty), out, vocab_file, masked_lm_prob=1.5)
 
 
 def test_script_runs_as_a_subprocess(tmp_path, corpus, vocab_file):
@@ -218,4 +218,4 @@ def test_script_runs_as_a_subprocess(tmp_path, corpus, vocab_file):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "*** Example ***" in result.stderr and "Wrote" in result.stderr
-    assert pretraining_data.check_pretraining_file(str(output), 64, 10) > 0
+    assert pretraining.check_pretraining_file(str(output), 64, 10) > 0

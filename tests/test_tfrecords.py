@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining_data, tfrecords
+from bert_tf import pretraining, tfrecords
 
 SEQ, PRED = 32, 5
 
@@ -95,11 +95,11 @@ def test_damaged_file_is_named_with_offset_and_good_records(data, tmp_path, kind
     with pytest.raises(ValueError, match=message(path, at, good)):
         tfrecords.check_tfrecord_file(str(path))
     with pytest.raises(ValueError, match=message(path, at, good)):
-        pretraining_data.check_pretraining_file(str(path), SEQ, PRED)
+        pretraining.check_pretraining_file(str(path), SEQ, PRED)
     # Every file the patterns match is checked, not only the first or the first record.
     (tmp_path / "a-good.tfrecord").write_bytes(data.input_file.read_bytes())
     with pytest.raises(ValueError, match=message(path, at, good)):
-        pretraining_data.read_pretraining_dataset(str(tmp_path / "*.tfrecord"), SEQ, PRED)
+        pretraining.read_pretraining_dataset(str(tmp_path / "*.tfrecord"), SEQ, PRED)
 
 
 def test_remote_files_are_walked_as_a_stream(data):

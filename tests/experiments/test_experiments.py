@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, pretraining_data, testing
+from bert_tf import checkpoints, pretraining, testing
 from bert_tf.data import corpora, fetch
 from bert_tf.encoder import build_encoder
 from bert_tf.glue import TextClassificationProcessor
@@ -81,7 +81,7 @@ def _records(path, masked_ids: list[list[int]], seq: int = 8, pred: int = 3) -> 
                 "masked_lm_weights": np.array([1.0] * len(ids) + [0.0] * (pred - len(ids))),
                 "next_sentence_labels": np.array([0]),
             }
-            writer.write(pretraining_data.to_example(features).SerializeToString())
+            writer.write(pretraining.to_example(features).SerializeToString())
 
 
 def test_unigram_baseline_predicts_the_most_frequent_training_token(run_main, tmp_path):

@@ -14,7 +14,7 @@ from tfx.components.example_gen import utils
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from bert_tf import pretraining_data
+from bert_tf import pretraining
 from bert_tf.data import corpora
 from bert_tf.masking import example_seed
 from bert_tf.tokenization import BertTokenizer
@@ -75,8 +75,8 @@ def _generate(exec_properties: dict, output_dir) -> dict[str, list[tf.train.Exam
 
 def _documents(files, tokenizer) -> list[tuple[list[str], list[list[int]]]]:
     """(sentence texts, sentence ids) per document, with create_pretraining_data's drops."""
-    texts = list(pretraining_data.text_documents(files))
-    ids = pretraining_data.tokenize_documents(texts, tokenizer)
+    texts = list(pretraining.text_documents(files))
+    ids = pretraining.tokenize_documents(texts, tokenizer)
     documents = []
     for text, document_ids in zip(texts, ids, strict=True):
         kept = [(t, i) for t, i in zip(text, document_ids, strict=True) if i]
@@ -93,12 +93,12 @@ def _assert_pairs_of(examples: list[tf.train.Example], documents) -> None:
     expected = {}
     for dupe_index in range(OPTIONS["dupe_factor"]):
         for document_index in range(len(corpus)):
-            pairs = pretraining_data.sentence_pairs(
+            pairs = pretraining.sentence_pairs(
                 corpus,
                 document_index,
                 OPTIONS["max_seq_length"] - 3,
                 OPTIONS["short_seq_prob"],
-                pretraining_data.document_rng(seed, dupe_index, document_index),
+                pretraining.document_rng(seed, dupe_index, document_index),
                 length=lambda sentence: sentence[1],
             )
             for i, (a, b, is_random_next) in enumerate(pairs):

@@ -1,9 +1,10 @@
-"""Masked LM + next sentence pre-training: the loss, the input pipeline and the evaluation.
+"""Masked LM + next sentence pre-training: the loss, the input pipeline and the evaluation
+(see `bert_tf.pretraining`).
 
 - `pretraining_loss(model, batch)`: google-research `run_pretraining.py`'s total loss (masked-LM
   weighted cross-entropy + NSP cross-entropy) and both accuracies, in the
   `bert_tf.training.Trainer` loss-function form.
-- `pretraining_dataset(...)`: batches of `bert_tf.pretraining_data` records for training
+- `pretraining_dataset(...)`: batches of `bert_tf.pretraining.records` records for training
   (shuffled, repeated, full batches) or evaluation (in file order, once). With a `masker`,
   training batches are re-masked on every read (RoBERTa's dynamic masking): the stored
   predictions are put back (`masking.restore_original_ids`) and the row is masked afresh with
@@ -32,7 +33,7 @@ import tensorflow as tf
 
 from bert_tf import heads
 from bert_tf.masking import MaskedLmMasker, restore_original_ids
-from bert_tf.pretraining_data import read_pretraining_dataset
+from bert_tf.pretraining.reader import read_pretraining_dataset
 
 MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")
 EVAL_KEYS = (

@@ -1,13 +1,13 @@
 """`create_pretraining_data` as an Apache Beam pipeline: the same records, on any Beam runner.
 
-The work is `bert_tf.pretraining_data`'s, split into Beam transforms that any pipeline can reuse.
+The work is `bert_tf.pretraining.records`'s, split into Beam transforms that any pipeline can reuse.
 The TFX pretraining ExampleGen (`tfx_pipeline/components/pretraining_example_gen.py`) reads,
 orders and tasks its corpus (per output split) with `ReadDocuments(keep_text=True)` and
 `CorpusTasks`; only its last step, pairs of raw text rather than masked records, differs:
 
 - `ReadDocuments(input_files, vocab_file, do_lower_case)`: text files -> tokenized documents
   keyed by (file index, document index in the file). Files are read in parallel, documents
-  are spread over workers and tokenized in batches (`pretraining_data.tokenize_documents`);
+  are spread over workers and tokenized in batches (`records.tokenize_documents`);
   sentences with no token and then empty documents are dropped, as in `read_documents`.
   `keep_text=True` makes each sentence (text, token count) instead of its ids: what pairs of
   raw text need (the count sets where documents are cut into pairs), and a smaller side input.
@@ -20,18 +20,18 @@ orders and tasks its corpus (per output split) with `ReadDocuments(keep_text=Tru
 - `CorpusTasks(dupe_factor)`: keyed documents -> (tasks, corpus), the two above together: the
   inputs of any per-(document, round) pair building.
 - `PretrainingExamples(...)`: tasks + corpus -> serialized `tf.train.Example`s: instances from
-  `pretraining_data.create_instances_from_document`, masked in batches by
-  `pretraining_data.mask_instances`, serialized by `pretraining_data.to_example`. (The
-  ExampleGen instead writes each `pretraining_data.sentence_pairs` pair as text.)
+  `records.create_instances_from_document`, masked in batches by
+  `records.mask_instances`, serialized by `records.to_example`. (The
+  ExampleGen instead writes each `records.sentence_pairs` pair as text.)
 
 Every random choice is seeded per (seed, duplication round, document[, instance]) (see
-`bert_tf.pretraining_data`), and masking is stateless per row, so the records do not depend on
+`bert_tf.pretraining.records`), and masking is stateless per row, so the records do not depend on
 the runner, the number of workers or how elements are batched: the pipeline writes exactly the
 records of the single-process path, in another order (the shards are unordered).
 
 Example (the script's `--runner` does this):
 
-    from bert_tf import pretraining_beam
+    from bert_tf.pretraining import beam as pretraining_beam
     count = pretraining_beam.create_pretraining_data(
         "corpus/*.txt", "out/train.tfrecord", "vocab.txt", num_output_shards=4,
         pipeline_args=["--runner=DirectRunner", "--direct_running_mode=multi_processing",
@@ -51,20 +51,20 @@ from absl import logging
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bert_tf import pretraining_data
 from bert_tf.masking import MaskedLmMasker
+from bert_tf.pretraining import records
 from bert_tf.tokenization import BertTokenizer, SpecialTokenIds, load_vocab
 
 NAMESPACE = "bert_tf.pretraining"
 _TOKENIZE_BATCH = 256  # documents per tokenizer call (at most)
-_MASK_BATCH = 1024  # instances per masking call (at most), as pretraining_data
+_MASK_BATCH = 1024  # instances per masking call (at most), as records
 EMPTY_CORPUS = "no document with any token"
 
 
 def _file_documents(element: tuple[int, str]) -> Iterator[tuple[tuple[int, int], list[str]]]:
     """(file index, path) -> ((file index, document index), sentences) for each document."""
     file_index, path = element
-    for document_index, document in enumerate(pretraining_data.text_documents([path])):
+    for document_index, document in enumerate(records.text_documents([path])):
         yield (file_index, document_index), document
 
 
@@ -82,7 +82,7 @@ class _TokenizeFn(beam.DoFn):
         self._tokenizer = BertTokenizer(self._vocab_file, lower_case=self._do_lower_case)
 
     def process(self, batch: list[tuple[Any, list[str]]]):
-        ids = pretraining_data.tokenize_documents([doc for _, doc in batch], self._tokenizer)
+        ids = records.tokenize_documents([doc for _, doc in batch], self._tokenizer)
         for (key, sentences), document_ids in zip(batch, ids, strict=True):
             kept = [
                 (text, len(tokens)) if self._keep_text else tokens
@@ -166,7 +166,7 @@ class _InstancesFn(beam.DoFn):
 
     def process(self, task: tuple[int, int], corpus: list):
         document_index, dupe_index = task
-        instances = pretraining_data.create_instances_from_document(
+        instances = records.create_instances_from_document(
             corpus,
             document_index,
             dupe_index,
@@ -194,12 +194,12 @@ class _MaskFn(beam.DoFn):
             masked_lm_prob=self._options["masked_lm_prob"],
         )
 
-    def process(self, batch: list[pretraining_data.TrainingInstance]):
-        for features in pretraining_data.mask_instances(
+    def process(self, batch: list[records.TrainingInstance]):
+        for features in records.mask_instances(
             batch, self._masker, self._options["max_seq_length"]
         ):
             # deterministic=True: equal records are equal bytes, whichever path wrote them.
-            yield pretraining_data.to_example(features).SerializeToString(deterministic=True)
+            yield records.to_example(features).SerializeToString(deterministic=True)
 
 
 @beam.ptransform_fn
@@ -284,7 +284,7 @@ def create_pretraining_data(
     `output_file` is one path prefix: shards are `output_file-SSSSS-of-NNNNN`. The runner's
     file sink writes them to a temporary folder and renames them at the end.
     """
-    pretraining_data.validate_options(
+    records.validate_options(
         max_seq_length, max_predictions_per_seq, dupe_factor, masked_lm_prob, short_seq_prob
     )
     if num_output_shards < 0:
@@ -294,7 +294,7 @@ def create_pretraining_data(
             f"output_file: with a Beam runner, expected one path prefix (shards are "
             f"<prefix>-SSSSS-of-NNNNN), got {output_file!r}"
         )
-    input_files = pretraining_data.expand_file_patterns(input_file)
+    input_files = records.expand_file_patterns(input_file)
     load_vocab(vocab_file)  # fails here, naming the file, rather than inside a worker
     logging.info("Beam pipeline over %d input file(s), args %s", len(input_files), pipeline_args)
     start = time.monotonic()

@@ -5,15 +5,8 @@ TFRecords, and their layout), `reader` (checked reading of those records), `obje
 loss, the training/eval input pipeline, the evaluation), `beam` (the same records as an Apache
 Beam pipeline). The public names of the first three are re-exported here.
 
-- `pretraining_loss(model, batch)`: google-research `run_pretraining.py`'s total loss (masked-LM
-  weighted cross-entropy + NSP cross-entropy) and both accuracies, in the
-  `bert_tf.training.Trainer` loss-function form.
-- `pretraining_dataset(...)`: batches of `records` for training
-  (shuffled, repeated, full batches) or evaluation (in file order, once). With a `masker`,
-  training batches are re-masked on every read (RoBERTa's dynamic masking): the stored
-  predictions are put back (`masking.restore_original_ids`) and the row is masked afresh with
-  a new seed pair; evaluation always keeps the stored (static) masks, so it stays comparable.
-- `evaluate(model, dataset)`: google-research's `eval_results.txt` metrics.
+`objective`'s `pretraining_loss` (the Trainer's loss), `pretraining_dataset` (static or dynamic
+masking) and `evaluate` (google-research's `eval_results.txt` metrics) are the training side.
 
 Example:
 

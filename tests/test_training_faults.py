@@ -101,8 +101,12 @@ def test_kill_9_at_random_points_then_rerun_finishes(data, minilm_dir, tmp_path)
         with open(log, "w") as stderr:
             process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            if kill == 1:  # anywhere in the first seconds: start-up, restore or first steps
-                time.sleep(rng.uniform(0.0, 3.0))
+            if kill == 1:  # right after the restore (a named point, not a guessed delay)
+                deadline = time.monotonic() + 600
+                while "resumed from" not in log.read_text() and time.monotonic() < deadline:
+                    assert process.poll() is None, log.read_text()[-3000:]
+                    time.sleep(0.01)
+                time.sleep(rng.uniform(0.0, 0.2))
             else:  # after this run saved one to three checkpoints, 0-0.2 s later
                 target = min(_latest_step(tmp_path) + every * rng.randint(1, 3), steps - 2 * every)
                 deadline = time.monotonic() + 600

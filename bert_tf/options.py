@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from absl import flags
@@ -80,8 +79,6 @@ def expected(metadata: dict, value: Any) -> str | None:
     if choices and value not in choices:
         return f"one of {', '.join(map(shown, choices))}"
     low, high, above = metadata.get("minimum"), metadata.get("maximum"), metadata.get("above")
-    if isinstance(value, float) and math.isnan(value) and (low, high, above) != (None,) * 3:
-        return _range_phrase(low, high, above)
     if (
         (low is not None and not value >= low)
         or (high is not None and not value <= high)
@@ -138,19 +135,16 @@ def define_flags(
     cls: type,
     flag_values: flags.FlagValues = flags.FLAGS,
     *,
-    skip: tuple = (),
     notes: dict[str, str] | None = None,
     **defaults,
 ) -> None:
-    """Defines a flag per field of the dataclass `cls` (but `skip`), in `flag_values`, with the
+    """Defines a flag per field of the dataclass `cls` in `flag_values`, with the
     field's help, choices and aliases; `defaults` override the fields' defaults for one script,
     `notes` add a script's own remark to a flag's help."""
     unknown = (set(defaults) | set(notes or ())) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
         raise TypeError(f"{cls.__name__} has no options {sorted(unknown)}")
     for field in dataclasses.fields(cls):
-        if field.name in skip:
-            continue
         default = defaults.get(field.name, field.default)
         text = help_text(field)
         if notes and field.name in notes:
@@ -171,8 +165,8 @@ def define_flags(
 
 
 def from_flags(cls: type, flag_values: flags.FlagValues = flags.FLAGS):
-    """An instance of the dataclass `cls` with the values of its flags (defined ones only: a
-    field `skip`ped by define_flags keeps its default)."""
+    """An instance of the dataclass `cls` with the values of its flags (a field whose flag is
+    not defined keeps its default)."""
     return cls(
         **{
             f.name: flag_values[f.name].value

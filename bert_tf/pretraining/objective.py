@@ -11,18 +11,7 @@
   a new seed pair; evaluation always keeps the stored (static) masks, so it stays comparable.
 - `evaluate(model, dataset)`: google-research's `eval_results.txt` metrics.
 
-Example:
-
-```python
-from bert_tf import pretraining
-from bert_tf.configs import BertConfig
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertPretrainer
-
-model = BertPretrainer(build_encoder(BertConfig.from_preset("tiny")))
-data = pretraining.pretraining_dataset("train.tfrecord", 128, 20, batch_size=8, training=False)
-pretraining.evaluate(model, data)  # {"loss": ..., "masked_lm_accuracy": ..., ...}
-```
+See `bert_tf.pretraining` for an example.
 """
 
 from __future__ import annotations

@@ -87,8 +87,8 @@ def record_digests(paths: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         sys.exit(f"error: unexpected arguments {argv[1:]}")
-    from bert_tf import pretraining
-    from bert_tf.pretraining import beam as pretraining_beam
+    from bert_tf.tasks import pretraining
+    from bert_tf.tasks.pretraining import beam as pretraining_beam
 
     work = Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="beam_datagen-"))
     work.mkdir(parents=True, exist_ok=True)

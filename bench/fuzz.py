@@ -12,7 +12,7 @@ Targets (each input must be handled without an unexpected exception; any is a cr
   affine, examples). Every answer must be JSON with a 2xx/4xx status: a 5xx means an input
   reached code that did not expect it.
 - `pretraining_record`: the bytes as one record (framed into a TFRecord file) and as a whole
-  TFRecord file, through `bert_tf.pretraining.check_pretraining_file` and
+  TFRecord file, through `bert_tf.tasks.pretraining.check_pretraining_file` and
   `read_pretraining_dataset` (max_seq_length 8, 2 predictions): a bad record or file must be
   a ValueError naming it; a file the check passes must read back in full, every record with
   the right shapes.
@@ -173,7 +173,7 @@ class PretrainingRecord:
 
     def _read(self, path: str) -> int:
         """Records read by read_pretraining_dataset, checking each one's features."""
-        from bert_tf.pretraining import read_pretraining_dataset
+        from bert_tf.tasks.pretraining import read_pretraining_dataset
 
         count = 0
         for features in read_pretraining_dataset(path, self.SEQ, self.PREDICTIONS):
@@ -191,7 +191,7 @@ class PretrainingRecord:
 
     def _check(self, path: str) -> int | None:
         """check_pretraining_file's record count, or None for a ValueError naming the file."""
-        from bert_tf.pretraining import check_pretraining_file
+        from bert_tf.tasks.pretraining import check_pretraining_file
 
         try:
             return check_pretraining_file(path, self.SEQ, self.PREDICTIONS)
@@ -244,7 +244,7 @@ def _work(target_name: str, libfuzzer_argv: list[str]) -> None:
     from tensorflow_serving.apis import predict_pb2  # noqa: F401
 
     with atheris.instrument_imports(include=_INSTRUMENTED):
-        import bert_tf.pretraining  # noqa: F401
+        import bert_tf.tasks.pretraining  # noqa: F401
         import serving.inference
         import serving.rest  # noqa: F401
 

@@ -24,9 +24,9 @@ import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
 from absl import logging
 
 from bench import data, reference, timing
-from bert_tf.configs import BertConfig
-from bert_tf.encoder import build_encoder
-from bert_tf.tokenization import BertPreprocessor
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.text.tokenization import BertPreprocessor
 
 OURS, REFERENCE, SERVER = "ours", "keras_nlp", "ours via gRPC server"
 MODEL_NAME = "bench_encoder"

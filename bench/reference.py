@@ -3,7 +3,7 @@ fine-tunes): one definition, so every comparison is against the same model."""
 
 from __future__ import annotations
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 
 
 def keras_nlp_backbone(config: BertConfig):

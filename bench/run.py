@@ -40,7 +40,7 @@ from pathlib import Path
 from absl import app, flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
-from bert_tf.configs import PRESETS
+from bert_tf.modeling.configs import PRESETS
 
 FLAGS = flags.FLAGS
 # Suite -> (module, function); imported only when the suite runs (TensorFlow, keras-nlp, ...).

@@ -7,7 +7,7 @@ For each preset and sequence length: `Trainer`'s compiled pretraining step (what
 `run_pretraining` runs; float32, XLA on) on a synthetic full-length batch, the median of
 `--rounds` timed calls after a warm-up, its model FLOPs (`bench.train_suite.model_flops_per_step`)
 and the model-FLOPs utilisation against the best `tf.matmul` rate measured in the same process.
-Then the input side: records per second that `bert_tf.pretraining.pretraining_dataset` delivers
+Then the input side: records per second that `bert_tf.tasks.pretraining.pretraining_dataset` delivers
 (read, parse, shuffle, batch) with static masks and with dynamic re-masking, on records made by
 `create_pretraining_data` from the Lee corpus. Writes `--out` (JSON) and prints it.
 
@@ -94,11 +94,11 @@ def step_times(
 
 def input_rates(batches: int) -> dict:
     """Records/s of the training input pipeline, static and dynamic masking."""
-    from bert_tf import pretraining
     from bert_tf.data import corpora, fetch
-    from bert_tf.masking import MaskedLmMasker
-    from bert_tf.pretraining import create_pretraining_data
-    from bert_tf.tokenization import load_vocab
+    from bert_tf.tasks import pretraining
+    from bert_tf.tasks.pretraining import create_pretraining_data
+    from bert_tf.text.masking import MaskedLmMasker
+    from bert_tf.text.tokenization import load_vocab
 
     vocab_file = fetch.path("minilm", "vocab.txt")
     with tempfile.TemporaryDirectory(prefix="scaling-input-") as folder:

@@ -88,9 +88,9 @@ def export_tiny_encoder(export_dir: Path, version: int, seed: int, max_seq_lengt
     """A `tiny`-preset encoder with random weights (seeded) as `<export_dir>/<version>`."""
     import keras
 
-    from bert_tf.configs import BertConfig
-    from bert_tf.encoder import build_encoder
-    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.modeling.configs import BertConfig
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.text.tokenization import BertPreprocessor
     from serving.export import export_encoder
 
     keras.utils.set_random_seed(seed)

@@ -1,4 +1,4 @@
-"""WordPiece tokenization speed and parity: `bert_tf.tokenization` against HF `tokenizers` (Rust).
+"""WordPiece tokenization speed and parity: `bert_tf.text.tokenization` against HF `tokenizers` (Rust).
 
 Both tokenize the same Wikipedia sentences with the same uncased vocab, no special tokens:
 - batched: ours as the training input pipeline runs it, a `tf.data` map of `BertTokenizer` over
@@ -14,7 +14,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bench import data, timing
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.text.tokenization import BertTokenizer
 
 OURS, REFERENCE = "ours", "hf_tokenizers"
 

@@ -32,11 +32,12 @@ import tensorflow as tf
 from absl import logging
 
 from bench import reference, timing
-from bert_tf import pretraining, training
-from bert_tf.configs import BertConfig
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertPretrainer
-from bert_tf.optimization import create_optimizer
+from bert_tf import training
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertPretrainer
+from bert_tf.tasks import pretraining
+from bert_tf.training.optimization import create_optimizer
 
 OURS, REFERENCE = "ours", "keras_nlp"
 
@@ -80,7 +81,7 @@ def model_flops_per_step(case: Case) -> float:
 
 
 def synthetic_batch(case: Case, seed: int = 0) -> dict[str, tf.Tensor]:
-    """A full-length pretraining batch in `bert_tf.pretraining.records`'s feature layout."""
+    """A full-length pretraining batch in `bert_tf.tasks.pretraining.records`'s feature layout."""
     rng = np.random.default_rng(seed)
     b, s, p = case.batch_size, case.seq_length, case.num_predictions
     vocab = case.bert_config().vocab_size

@@ -24,9 +24,9 @@ from pathlib import Path
 from absl import app, flags, logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.configs import BertConfig
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertPretrainer
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertPretrainer
 
 FLAGS = flags.FLAGS
 

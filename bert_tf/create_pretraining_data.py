@@ -1,7 +1,7 @@
 r"""Creates BERT masked-LM / next-sentence pretraining TFRecords from plain text.
 
 Same flags, algorithm and record layout as google-research/bert `create_pretraining_data.py`
-(see `bert_tf.pretraining.records`). Input: one sentence per line, a blank line between documents.
+(see `bert_tf.tasks.pretraining.records`). Input: one sentence per line, a blank line between documents.
 
     python -m bert_tf.create_pretraining_data \
         --input_file='corpus/*.txt' --output_file=train-0.tfrecord,train-1.tfrecord \
@@ -29,7 +29,7 @@ import sys
 
 from absl import app, flags
 
-from bert_tf import pretraining
+from bert_tf.tasks import pretraining
 
 FLAGS = flags.FLAGS
 
@@ -161,7 +161,7 @@ def main(argv: list[str]) -> None:
                     f"--direct_num_workers: expected >= 0, got {FLAGS.direct_num_workers}"
                 )
             # Imported here: the single-process path does not need Beam.
-            from bert_tf.pretraining import beam as pretraining_beam
+            from bert_tf.tasks.pretraining import beam as pretraining_beam
 
             pretraining_beam.create_pretraining_data(
                 pipeline_args=beam_pipeline_args(FLAGS),

@@ -173,8 +173,8 @@ def extract(
 def main(argv: list[str]) -> None:
     del argv
     from bert_tf import checkpoints, model_source
-    from bert_tf.encoder import build_encoder
-    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.text.tokenization import BertPreprocessor
 
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not FLAGS[name].value:

@@ -27,8 +27,8 @@ import dataclasses
 import os
 
 from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME
-from bert_tf.configs import BertConfig
-from bert_tf.tokenization import load_vocab
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.text.tokenization import load_vocab
 
 HF_CONFIG_NAME = "config.json"
 

@@ -23,7 +23,7 @@ needs no other flag, and `--init_checkpoint=<output_dir>` finds the config and v
 gets the permissions a plain `open()` gives (0666 minus the umask).
 
 `--init_checkpoint` takes a google-research checkpoint, one of ours, or an HF folder; the
-config and vocab default to the files beside it. Tasks: see `bert_tf.glue`.
+config and vocab default to the files beside it. Tasks: see `bert_tf.tasks.glue`.
 
 Example:
 
@@ -44,12 +44,13 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, fileio, glue, model_source, options, training
-from bert_tf.classification import classification_loss_fn, evaluate, make_dataset
-from bert_tf.encoder import build_encoder
+from bert_tf import checkpoints, fileio, model_source, options, training
 from bert_tf.flags_util import check_positive, define_tpu_flags
-from bert_tf.models import BertClassifier
-from bert_tf.tokenization import BertPreprocessor
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertClassifier
+from bert_tf.tasks import glue
+from bert_tf.tasks.classification import classification_loss_fn, evaluate, make_dataset
+from bert_tf.text.tokenization import BertPreprocessor
 
 FLAGS = flags.FLAGS
 
@@ -229,12 +230,7 @@ def run(args: flags.FlagValues) -> None:
             **evaluate(processor.name, logits, eval_examples, label_list),
             "global_step": global_step,
         }
-        fileio.atomic_write_text(
-            output_dir / "eval_results.txt",
-            "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
-        )
-        for key in sorted(result):
-            logging.info("eval %s = %s", key, result[key])
+        training.write_eval_results(output_dir, result)
     if args.do_predict:
         dataset = make_dataset(
             test_examples, preprocessor, label_list, args.predict_batch_size, training=False

@@ -29,15 +29,16 @@ from pathlib import Path
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, fileio, model_source, options, pretraining, training
-from bert_tf.configs import PRESETS, BertConfig
-from bert_tf.encoder import build_encoder
+from bert_tf import checkpoints, model_source, options, training
 from bert_tf.flags_util import check_positive, define_tpu_flags
-from bert_tf.masking import MaskedLmMasker
-from bert_tf.models import BertPretrainer
-from bert_tf.pretraining import check_pretraining_file, expand_file_patterns
+from bert_tf.modeling.configs import PRESETS, BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertPretrainer
+from bert_tf.tasks import pretraining
+from bert_tf.tasks.pretraining import check_pretraining_file, expand_file_patterns
+from bert_tf.text.masking import MaskedLmMasker
+from bert_tf.text.tokenization import load_vocab
 from bert_tf.tfrecords import check_tfrecord_files
-from bert_tf.tokenization import load_vocab
 
 FLAGS = flags.FLAGS
 
@@ -232,12 +233,7 @@ def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> 
             **pretraining.evaluate(model, dataset(False), args.max_eval_steps, args.use_xla),
             "global_step": global_step,
         }
-        fileio.atomic_write_text(
-            output_dir / "eval_results.txt",
-            "".join(f"{key} = {result[key]}\n" for key in sorted(result)),
-        )
-        for key in sorted(result):
-            logging.info("eval %s = %s", key, result[key])
+        training.write_eval_results(output_dir, result)
 
 
 def main(argv: list[str]) -> None:

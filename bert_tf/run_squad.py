@@ -100,9 +100,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
 
 
-EVAL_RESULTS = "eval_results.txt"
-
-
 def _check_flags() -> None:
     """Exits with an error naming the first flag that is missing or out of range."""
     if not FLAGS.do_train and not FLAGS.do_predict:
@@ -141,7 +138,7 @@ def _check_flags() -> None:
 
 
 def _features(path: str, tokenizer, training: bool):
-    from bert_tf import squad
+    from bert_tf.tasks import squad
 
     examples = squad.read_squad_examples(path, training, FLAGS.version_2_with_negative)
     if not examples:
@@ -161,7 +158,8 @@ def _features(path: str, tokenizer, training: bool):
 
 
 def train(model, tokenizer, strategy) -> None:
-    from bert_tf import squad, training
+    from bert_tf import training
+    from bert_tf.tasks import squad
 
     examples, features = _features(FLAGS.train_file, tokenizer, training=True)
     # Steps count examples, not windows, as google-research does.
@@ -194,7 +192,8 @@ def train(model, tokenizer, strategy) -> None:
 
 
 def predict(model, tokenizer) -> None:
-    from bert_tf import fileio, squad, training
+    from bert_tf import fileio, training
+    from bert_tf.tasks import squad
 
     examples, features = _features(FLAGS.predict_file, tokenizer, training=False)
     dataset = squad.features_to_dataset(
@@ -230,11 +229,7 @@ def predict(model, tokenizer) -> None:
         if FLAGS.version_2_with_negative
         else squad.squad_v1_metrics(dataset_json, predictions)
     )
-    fileio.atomic_write_text(
-        os.path.join(output_dir, EVAL_RESULTS),
-        "".join(f"{key} = {value}\n" for key, value in sorted(metrics.items())),
-    )
-    logging.info("eval results: %s", metrics)
+    training.write_eval_results(output_dir, metrics)
 
 
 def task_info() -> dict:
@@ -257,9 +252,9 @@ def main(argv: list[str]) -> None:
     _check_flags()
     from bert_tf import checkpoints, model_source
     from bert_tf.checkpoints import load_pretrained
-    from bert_tf.encoder import build_encoder
-    from bert_tf.models import BertSpanLabeler
-    from bert_tf.tokenization import BertTokenizer
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertSpanLabeler
+    from bert_tf.text.tokenization import BertTokenizer
     from bert_tf.training import restore_latest, set_precision, set_seed, strategy_from_flags
 
     try:

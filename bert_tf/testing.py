@@ -11,7 +11,7 @@ the intermediate size is twice the width unless given.
 Example:
 
     from bert_tf import testing
-    from bert_tf.encoder import build_encoder
+    from bert_tf.modeling.encoder import build_encoder
 
     encoder = build_encoder(testing.tiny_config(vocab_size=100, max_position_embeddings=16))
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 
 
 def tiny_config(

@@ -39,10 +39,10 @@ from absl import app, flags
 from scipy import stats
 
 from bert_tf.data import corpora, fetch
-from bert_tf.sentence_embedding import SentenceEncoder
+from bert_tf.tasks.sentence_embedding import SentenceEncoder
 from serving.client import ServingClient
 from serving.process import ServerProcess
-from tfx_pipeline import configs, summary
+from tfx_pipeline import configs, metadata, summary
 
 FLAGS = flags.FLAGS
 MODEL_NAME = "bert"
@@ -246,7 +246,7 @@ def _run_pipeline(args: list[str], log_path: Path) -> None:
 def _report_pipeline(metadata_path: Path) -> str | None:
     """Prints what ML Metadata recorded for the latest run (`tfx_pipeline.summary`, as the
     pipeline's own end-of-run summary); returns the pushed model's folder (None: not this run)."""
-    results = summary.pipeline_results(str(metadata_path), configs.PRETRAINING_PIPELINE_NAME)
+    results = metadata.pipeline_results(str(metadata_path), configs.PRETRAINING_PIPELINE_NAME)
     for line in summary.format_results(results).splitlines():
         print(f"      {line}")
     return results.pushed if not results.push_note else None

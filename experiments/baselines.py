@@ -45,7 +45,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def _masked_ids(pattern: str) -> np.ndarray:
     """The original ids at every weighted masked position of the records."""
-    from bert_tf.pretraining import read_pretraining_dataset
+    from bert_tf.tasks.pretraining import read_pretraining_dataset
 
     dataset = read_pretraining_dataset(
         pattern, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq, batch_size=1024
@@ -74,7 +74,7 @@ def tfidf() -> dict:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
-    from bert_tf.glue import TextClassificationProcessor
+    from bert_tf.tasks.glue import TextClassificationProcessor
 
     processor = TextClassificationProcessor()
     train = processor.get_examples(FLAGS.data_dir, "train")

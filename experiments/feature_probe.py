@@ -42,7 +42,7 @@ def encode(encoder, preprocessor, texts: list[str], batch_size: int = 256) -> di
     """Mean-pooled last-layer features (padding excluded) and pooled outputs, as arrays."""
     import tensorflow as tf
 
-    from bert_tf.sentence_embedding import mean_pool
+    from bert_tf.tasks.sentence_embedding import mean_pool
 
     means, pooled = [], []
     for start in range(0, len(texts), batch_size):
@@ -60,10 +60,10 @@ def main(argv: list[str]) -> None:
     from sklearn.linear_model import LogisticRegression
 
     from bert_tf import checkpoints
-    from bert_tf.encoder import build_encoder
-    from bert_tf.glue import TextClassificationProcessor
     from bert_tf.model_source import resolve_config
-    from bert_tf.tokenization import BertPreprocessor, load_vocab
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.tasks.glue import TextClassificationProcessor
+    from bert_tf.text.tokenization import BertPreprocessor, load_vocab
 
     config = resolve_config(FLAGS.init_checkpoint, FLAGS.bert_config_file)
     keras.utils.set_random_seed(FLAGS.seed)

@@ -4,7 +4,7 @@ r"""The reference run for the MiniLM fine-tuning result in docs/results.md: the 
 The all-MiniLM-L6-v2 weights are read by our checkpoint code (parity-tested against HF to 1e-4)
 and copied into a keras-nlp `BertBackbone` of the same shape; keras-nlp's own `BertTokenizer` /
 `BertPreprocessor` tokenize; the optimizer is the same BERT AdamW schedule
-(`bert_tf.optimization.create_optimizer`); Keras `fit` trains. It prints and writes
+(`bert_tf.training.optimization.create_optimizer`); Keras `fit` trains. It prints and writes
 `{"eval_accuracy": ...}` for the task's dev split.
 
     python -m experiments.keras_nlp_reference --data_dir=en_polarity \
@@ -80,10 +80,10 @@ def main(argv: list[str]) -> None:
     import tensorflow as tf
 
     from bert_tf import checkpoints
-    from bert_tf.encoder import build_encoder
-    from bert_tf.glue import TextClassificationProcessor
     from bert_tf.model_source import checkpoint_file, resolve_config
-    from bert_tf.optimization import create_optimizer
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.tasks.glue import TextClassificationProcessor
+    from bert_tf.training.optimization import create_optimizer
 
     keras.utils.set_random_seed(FLAGS.seed)
     config = resolve_config(FLAGS.init_checkpoint, None)

@@ -1,5 +1,5 @@
 r"""Scores SQuAD predictions with the official evaluation scripts (TF Model Garden's copies,
-fetched from the `tf-models-official` wheel into the cache), independently of bert_tf.squad.
+fetched from the `tf-models-official` wheel into the cache), independently of bert_tf.tasks.squad.
 
     python -m experiments.official_squad_eval --version=2.0 --dataset_file=dev-v2.0.json \
         --prediction_file=predictions.json --na_prob_file=null_odds.json --output_file=eval.json

@@ -68,11 +68,11 @@ from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
 from bert_tf import checkpoints, fileio, model_source, options
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
-from bert_tf.encoder import build_encoder
 from bert_tf.flags_util import define_squad_v2_flags
-from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
-from bert_tf.squad import ingraph
-from bert_tf.tokenization import (
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from bert_tf.tasks.squad import ingraph
+from bert_tf.text.tokenization import (
     BertPreprocessor,
     mask_aware_features,
     pair_features,
@@ -376,7 +376,7 @@ def export_squad(
     version_2_with_negative: bool = False,
     null_score_diff_threshold: float = 0.0,
 ) -> str:
-    """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) -> `bert_tf.squad.ingraph.squad_answers`.
+    """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) -> `bert_tf.tasks.squad.ingraph.squad_answers`.
 
     `preprocessor.seq_length` is the window length (google-research `max_seq_length`). A SQuAD
     v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than

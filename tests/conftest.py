@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bert_tf import testing
-from bert_tf.configs import BertConfig
 from bert_tf.data import corpora, fetch
+from bert_tf.modeling.configs import BertConfig
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +162,7 @@ def tiny_pretraining_data(
         max_predictions_per_seq: int = 5,
         config: str = "tiny",
     ) -> PretrainingData:
-        from bert_tf.pretraining import create_pretraining_data
+        from bert_tf.tasks.pretraining import create_pretraining_data
 
         folder = lee_corpus(tmp_path_factory.mktemp("pretraining"), corpus=documents)
         count = create_pretraining_data(

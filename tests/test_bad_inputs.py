@@ -18,15 +18,10 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from bert_tf import (
-    create_pretraining_data,
-    pretraining,
-    run_classifier,
-    run_pretraining,
-    run_squad,
-)
-from bert_tf.configs import BertConfig
-from bert_tf.pretraining import records
+from bert_tf import create_pretraining_data, run_classifier, run_pretraining, run_squad
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.tasks import pretraining
+from bert_tf.tasks.pretraining import records
 
 SEQ, PRED = 32, 5
 TESTDATA = Path(__file__).parent / "testdata"

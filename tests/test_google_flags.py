@@ -207,7 +207,7 @@ def _google_learning_rate(step: int, init_lr: float, num_train_steps: int, warmu
 
 
 def test_schedule_with_warmup_longer_than_training_is_googles():
-    from bert_tf.optimization import WarmupLinearDecay
+    from bert_tf.training.optimization import WarmupLinearDecay
 
     schedule = WarmupLinearDecay(1e-4, num_train_steps=50, num_warmup_steps=10000)
     for step in (0, 1, 25, 49, 50, 60):
@@ -243,7 +243,7 @@ def test_run_pretraining_warmup_longer_than_training_warns_and_trains(
 
 def test_verbose_logging_tells_why_an_answer_is_the_whole_text(caplog):
     """run_squad --verbose_logging: google's INFO lines when an answer cannot be mapped back."""
-    from bert_tf import squad
+    from bert_tf.tasks import squad
 
     caplog.set_level(logging.INFO, logger="absl")
     assert squad.get_final_text("xyz", "John Smith", ["john", "smith"]) == "John Smith"

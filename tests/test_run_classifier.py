@@ -15,10 +15,10 @@ from absl import flags
 from safetensors.numpy import load_file
 
 from bert_tf import run_classifier, testing, training
-from bert_tf.configs import BertConfig
 from bert_tf.data import corpora
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertClassifier
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertClassifier
 
 TINY = testing.micro_config(vocab_size=30522, max_position_embeddings=512)
 

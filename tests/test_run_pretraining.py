@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining, run_pretraining, training
-from bert_tf.masking import MaskedLmMasker, restore_original_ids
-from bert_tf.tokenization import SpecialTokenIds, load_vocab
+from bert_tf import run_pretraining, training
+from bert_tf.tasks import pretraining
+from bert_tf.text.masking import MaskedLmMasker, restore_original_ids
+from bert_tf.text.tokenization import SpecialTokenIds, load_vocab
 
 SEQ, PRED = 32, 5
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bert_tf import run_squad, squad, testing
+from bert_tf import run_squad, testing, training
+from bert_tf.tasks import squad
 
 TESTDATA = Path(__file__).parent / "testdata"
 
@@ -34,7 +35,7 @@ def _argv(**flag_values) -> list[str]:
 
 
 def _eval_results(output_dir: Path) -> dict[str, float]:
-    lines = (output_dir / run_squad.EVAL_RESULTS).read_text().splitlines()
+    lines = (output_dir / training.EVAL_RESULTS_FILE).read_text().splitlines()
     return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
 
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from absl import flags
 
 from bert_tf import checkpoints, run_classifier, run_squad, testing
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from serving import export
 
 TESTDATA = Path(__file__).parent / "testdata"

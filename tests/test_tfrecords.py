@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from bert_tf import pretraining, tfrecords
+from bert_tf import tfrecords
+from bert_tf.tasks import pretraining
 
 SEQ, PRED = 32, 5
 

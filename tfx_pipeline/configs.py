@@ -29,11 +29,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bert_tf.configs import PRESETS
 from bert_tf.flags_util import STRATEGIES
+from bert_tf.modeling.configs import PRESETS
 from bert_tf.options import (
     FineTuningLoopOptions,
     ModelSourceOptions,
+    PrecisionOptions,
     TrainingLoopOptions,
     expected,
     option,
@@ -65,9 +66,6 @@ DEFAULT_BEAM_PIPELINE_ARGS = ("--direct_running_mode=multi_processing", "--direc
 # worker process per core for every Beam component costs more than it saves.
 IN_MEMORY_BEAM_PIPELINE_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
 
-# bert_tf.training.PRECISIONS (that module imports TensorFlow; a test keeps the two equal).
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-
 
 @dataclasses.dataclass
 class TrainingOptions:
@@ -95,7 +93,8 @@ class TrainingOptions:
     eval_batch_size: int = option(32, "Evaluation batch size (the evaluators')", minimum=1)
     learning_rate: float = same_as(TrainingLoopOptions, "learning_rate", 1e-4)
     warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
-    precision: str = option("float32", "Keras dtype policy of the model", choices=PRECISIONS)
+    use_mixed_precision: bool = same_as(PrecisionOptions, "use_mixed_precision")
+    mixed_precision_dtype: str = same_as(PrecisionOptions, "mixed_precision_dtype")
     use_xla: bool = option(
         False, "XLA-compile the training step (the scripts' flag)", aliases=("jit_compile",)
     )
@@ -157,17 +156,17 @@ class FineTuningOptions(TrainingOptions):
 
 @dataclasses.dataclass
 class ClassificationOptions(FineTuningOptions):
-    """Fine-tuning options; the task's reader is `bert_tf.glue`'s."""
+    """Fine-tuning options; the task's reader is `bert_tf.tasks.glue`'s."""
 
     task_name: str = option(
         "sst-2",
-        "bert_tf.glue task: its file layout, labels and official metrics (text_classification: "
+        "bert_tf.tasks.glue task: its file layout, labels and official metrics (text_classification: "
         "train/dev .tsv or .csv with a header)",
     )
     learning_rate: float = 2e-5
     min_metric: float = option(
         0.0,
-        "Blessing: the task's main metric (its first bert_tf.glue metric: accuracy, f1, mcc or "
+        "Blessing: the task's main metric (its first bert_tf.tasks.glue metric: accuracy, f1, mcc or "
         "pearson) on the dev file must reach this",
     )
     max_decrease: float = 0.01

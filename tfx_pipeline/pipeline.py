@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
-from bert_tf import glue
+from bert_tf.tasks import glue
 from tfx_pipeline import configs
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
@@ -54,6 +54,27 @@ def _transform(example_gen, schema_gen, preprocessing_fn: str, custom_config: di
         custom_config=custom_config,
         disable_statistics=True,
     )
+
+
+def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict, **inputs):
+    """TFX's Trainer on `run_fn` (by import path) with `inputs` (examples, transform_graph, ...);
+    `options.train_steps` 0 means num_train_epochs epochs (trainer_lib.num_train_steps)."""
+    return tfx.components.Trainer(
+        run_fn=run_fn,
+        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
+        custom_config=custom_config,
+        **inputs,
+    )
+
+
+def _transformed(transform, schema_gen) -> dict:
+    """The Trainer's inputs from Transform: its examples and graph, and the raw schema."""
+    return {
+        "examples": transform.outputs["transformed_examples"],
+        "transform_graph": transform.outputs["transform_graph"],
+        "schema": schema_gen.outputs["schema"],
+    }
 
 
 def _pretrained_checkpoint(init_checkpoint: str):
@@ -122,14 +143,8 @@ def create_pretraining_pipeline(
     statistics_gen, schema_gen = _statistics_and_schema(example_gen)
     config = configs.custom_config(options, vocab_file=vocab_file)
     transform = _transform(example_gen, schema_gen, configs.PRETRAINING_PREPROCESSING_FN, config)
-    trainer = tfx.components.Trainer(
-        run_fn=configs.PRETRAINING_RUN_FN,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
-        custom_config=config,
+    trainer = _trainer(
+        configs.PRETRAINING_RUN_FN, options, config, **_transformed(transform, schema_gen)
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
@@ -153,7 +168,7 @@ def create_pretraining_pipeline(
     )
 
 
-# `bert_tf.glue` metric name -> (TFMA metric class, its key's name in TFMA's results).
+# `bert_tf.tasks.glue` metric name -> (TFMA metric class, its key's name in TFMA's results).
 # The binary ones run in a MetricsSpec binarized on class 1, GLUE's positive class: TFMA then
 # scores class 1 one-vs-rest at threshold 0.5, which for two softmax scores is the argmax, so
 # they equal sklearn's F1 / MCC that `glue.compute_metrics` reports.
@@ -183,7 +198,7 @@ def classification_eval_config(
 ) -> tfma.EvalConfig:
     """TFMA on the exported model's `classify` (regression: `regress`) signature.
 
-    Computes the task's official metrics (`bert_tf.glue`), plus F1 and MCC of class 1 for any
+    Computes the task's official metrics (`bert_tf.tasks.glue`), plus F1 and MCC of class 1 for any
     two-class task; blesses when the task's main metric (its first official one) is at least
     `min_metric` and at most `max_decrease` below the serving model's (ServingBaseline).
     """
@@ -255,16 +270,12 @@ def create_classification_pipeline(
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
     transform = _transform(example_gen, schema_gen, configs.CLASSIFICATION_PREPROCESSING_FN, config)
     pretrained = _pretrained_checkpoint(init_checkpoint)
-    trainer = tfx.components.Trainer(
-        run_fn=configs.CLASSIFICATION_RUN_FN,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
+    trainer = _trainer(
+        configs.CLASSIFICATION_RUN_FN,
+        options,
+        config,
         base_model=pretrained.outputs["result"],
-        # 0 (the default): num_train_epochs epochs (trainer_lib.num_train_steps).
-        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
-        custom_config=config,
+        **_transformed(transform, schema_gen),
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
@@ -317,14 +328,12 @@ def create_squad_pipeline(
     pretrained = _pretrained_checkpoint(init_checkpoint)
     # The Trainer reads ExampleGen's windows directly: doc-stride windowing and answer-span
     # mapping are not a per-example TFT preprocessing_fn (see modules/squad.py).
-    trainer = tfx.components.Trainer(
-        run_fn=configs.SQUAD_RUN_FN,
+    trainer = _trainer(
+        configs.SQUAD_RUN_FN,
+        options,
+        configs.custom_config(options, vocab_file=vocab_file),
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
-        # 0 (the default): num_train_epochs epochs (trainer_lib.num_train_steps).
-        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
-        custom_config=configs.custom_config(options, vocab_file=vocab_file),
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,

@@ -211,7 +211,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     for spec in _OPTION_SPECS.values():
         text = spec.flag_help()
         if spec.name == "task_name":
-            from bert_tf import glue  # light: no TensorFlow
+            from bert_tf.tasks import glue  # light: no TensorFlow
 
             text += f" Tasks: {', '.join(glue.PROCESSORS)}."
         define = getattr(flags, _FLAG_DEFINERS[spec.type])
@@ -331,7 +331,7 @@ def _check_data_root() -> None:
     if not os.path.isdir(data_root):
         sys.exit(f"error: --data_root={data_root}: no such folder")
     if FLAGS.pipeline == "classify":
-        from bert_tf import glue
+        from bert_tf.tasks import glue
 
         processor = glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)
         for split in (glue.TRAIN, glue.DEV):
@@ -431,7 +431,7 @@ def check_flags() -> dict | None:
     if errors:
         sys.exit("error: " + "; ".join(errors))
     if FLAGS.pipeline == "classify":
-        from bert_tf import glue
+        from bert_tf.tasks import glue
 
         try:
             glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)

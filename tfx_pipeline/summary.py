@@ -13,10 +13,9 @@ TensorFlow's Python side) and, unless `verbose`, everything written to file desc
 plus Python warnings, warnings of this project's code and every error (also in the file).
 
 `run_summary(metadata_path, pipeline_name, node_ids)` describes the latest run of a pipeline
-from ML Metadata: each component's state and seconds, the evaluator's metrics against its
-thresholds (our evaluators' `metrics.json`, or TFMA's output), blessed or not, and the pushed
-folder or why nothing was pushed. `pipeline_results` gives the same as data. Both need
-`ml_metadata` only (TFMA for a TFMA evaluation), not TFX.
+as `tfx_pipeline.metadata.pipeline_results` reads it from ML Metadata: each component's state
+and seconds, the evaluator's metrics against its thresholds, blessed or not, and the pushed
+folder or why nothing was pushed.
 
 Example:
 
@@ -28,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 import re
@@ -37,14 +34,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from absl import logging as absl_logging
 
-# A Pusher output's custom property with why nothing was pushed
-# (`components.serving_baseline.NOT_PUSHED_REASON`; that module imports TFX).
-NOT_PUSHED_REASON = "not_pushed_reason"
-METRICS_FILE = "metrics.json"  # our evaluators' report (`components.blessing.METRICS_FILE`)
+from tfx_pipeline.metadata import RunResults, pipeline_results
 
 _COMPONENT = re.compile(r"^(?:Component|node) (\S+) is (running|finished)\.$")
 _CACHED = re.compile(r"^A cached execution \d+ is used\.$")
@@ -205,280 +199,6 @@ class RunLog:
         for stream in self._owned:
             stream.close()
         self._file.close()
-
-
-# --- ML Metadata -----------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class ComponentResult:
-    node: str
-    state: str  # ML Metadata's execution state (COMPLETE, CACHED, FAILED, ...), "not run"
-    seconds: float | None = None
-
-
-@dataclasses.dataclass
-class RunResults:
-    """A pipeline run as ML Metadata recorded it."""
-
-    pipeline_name: str
-    run_id: str | None
-    components: list[ComponentResult]
-    evaluator: str | None = None
-    evaluation: list[str] = dataclasses.field(default_factory=list)  # readable lines
-    blessed: bool | None = None
-    failures: list[str] = dataclasses.field(default_factory=list)
-    pushed: str | None = None  # the pushed version's folder
-    push_note: str = ""  # why nothing was pushed, or that the push is an earlier run's
-
-
-def _store(metadata_path: str):
-    from ml_metadata import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(metadata_path)
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
-
-
-def _latest_run(store, pipeline_name: str, since: float | None):
-    """(run context, executions) of the pipeline's latest run (created after `since`, epoch
-    seconds), or (None, [])."""
-    pipeline = store.get_context_by_type_and_name("pipeline", pipeline_name)
-    if pipeline is None:
-        return None, []
-    ours = {e.id for e in store.get_executions_by_context(pipeline.id)}
-    runs = sorted(
-        store.get_contexts_by_type("pipeline_run"),
-        key=lambda c: c.create_time_since_epoch,
-        reverse=True,
-    )
-    for run in runs:
-        if since is not None and run.create_time_since_epoch < (since - 1) * 1000:
-            break
-        executions = [e for e in store.get_executions_by_context(run.id) if e.id in ours]
-        if executions:
-            return run, sorted(executions, key=lambda e: e.id)
-    return None, []
-
-
-def _node_id(store, execution) -> str:
-    node_type = store.get_context_type("node")
-    name = next(
-        c.name for c in store.get_contexts_by_execution(execution.id) if c.type_id == node_type.id
-    )
-    return name.split(".", 1)[1]
-
-
-def _outputs(store, execution) -> dict[str, list]:
-    from ml_metadata.proto import metadata_store_pb2
-
-    keys = {
-        e.artifact_id: e.path.steps[0].key
-        for e in store.get_events_by_execution_ids([execution.id])
-        if e.type == metadata_store_pb2.Event.OUTPUT and e.path.steps
-    }
-    outputs: dict[str, list] = {}
-    for artifact in store.get_artifacts_by_id(list(keys)):
-        outputs.setdefault(keys[artifact.id], []).append(artifact)
-    return outputs
-
-
-def _property(artifact, name: str, default: Any = None) -> Any:
-    if name not in artifact.custom_properties:
-        return default
-    value = artifact.custom_properties[name]
-    return getattr(value, value.WhichOneof("value"))
-
-
-def _number(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _report_lines(report: dict) -> list[str]:
-    """Our evaluators' metrics.json (PretrainingEvaluator, SquadEvaluator) as lines."""
-    thresholds = report.get("thresholds")
-    if thresholds is None and "min_f1" in report:
-        thresholds = {"f1": report["min_f1"]}
-    thresholds = thresholds or {}
-    max_decrease = report.get("max_decrease", report.get("max_f1_decrease"))
-    candidate, baseline = report.get("candidate") or {}, report.get("baseline")
-    lines = []
-    for name, minimum in thresholds.items():
-        line = f"{name} {_number(candidate.get(name))} (threshold >= {_number(minimum)}"
-        if baseline and name in baseline:
-            line += (
-                f"; the serving model's {_number(baseline[name])}, at most "
-                f"{_number(max_decrease)} below it"
-            )
-        lines.append(line + ")")
-    others = [f"{k} {_number(v)}" for k, v in candidate.items() if k not in thresholds]
-    if others:
-        lines.append("also " + ", ".join(others))
-    note = report.get("baseline_model")
-    if isinstance(note, dict) and "version" in note:
-        lines.append(f"compared with serving version {note['version']} ({note.get('source')})")
-    elif isinstance(note, str):
-        lines.append(note)
-    return lines
-
-
-def _label(name: str, class_id: int | None) -> str:
-    """A TFMA metric's name, with the class of a binarized one ("f1_score (class 1)")."""
-    return name if class_id is None else f"{name} (class {class_id})"
-
-
-def _failure(failure) -> str:
-    """A TFMA validation failure as the custom evaluators word theirs."""
-    name, value = failure.metric_key.name, _number(failure.metric_value.double_value.value)
-    threshold = failure.metric_threshold
-    if failure.metric_key.is_diff:
-        from tensorflow_model_analysis.proto import config_pb2
-
-        change = threshold.change_threshold
-        higher = change.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER
-        return (
-            f"{name} changed by {value} from the serving model's, needs "
-            f"{'at least' if higher else 'at most'} {_number(change.absolute.value)}"
-        )
-    bound = threshold.value_threshold
-    if bound.HasField("lower_bound"):
-        return f"{name} {value} < threshold {_number(bound.lower_bound.value)}"
-    return f"{name} {value} > threshold {_number(bound.upper_bound.value)}"
-
-
-def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
-    """TFMA's output (TFX's Evaluator): (lines, failures)."""
-    import tensorflow_model_analysis as tfma
-    from tensorflow_model_analysis.metrics import metric_specs
-    from tensorflow_model_analysis.proto import config_pb2
-    from tensorflow_model_analysis.writers import eval_config_writer
-
-    values: dict[tuple[str, bool, str], float] = {}
-    for metrics in tfma.load_metrics(uri):
-        if metrics.slice_key.single_slice_keys:
-            continue  # the overall slice only
-        for item in metrics.metric_keys_and_values:
-            if item.value.WhichOneof("type") != "double_value":
-                continue
-            sub_key = item.key.sub_key if item.key.HasField("sub_key") else None
-            class_id = sub_key.class_id.value if sub_key and sub_key.HasField("class_id") else None
-            key = (_label(item.key.name, class_id), item.key.is_diff, item.key.model_name)
-            values[key] = item.value.double_value.value
-    baseline_name = next((m for (_, diff, m) in values if m == "baseline" and not diff), None)
-    candidate_name = "candidate" if baseline_name else ""
-
-    def value(name: str, diff: bool = False, model: str | None = None) -> float | None:
-        return values.get((name, diff, candidate_name if model is None else model))
-
-    config = eval_config_writer.load_eval_run(uri)[0]
-    lines, checked = [], set()
-    if config is not None:
-        thresholds = metric_specs.metric_thresholds_from_metrics_specs(config.metrics_specs, config)
-        for key, slices_and_thresholds in thresholds.items():
-            if baseline_name and key.model_name == baseline_name:
-                continue  # the baseline's copy of the candidate's thresholds
-            for _, threshold in slices_and_thresholds:
-                name = _label(key.name, key.sub_key.class_id if key.sub_key else None)
-                checked.add(name)
-                if key.is_diff:
-                    if baseline_name is None:
-                        continue  # nothing serving yet: TFMA skips change thresholds
-                    higher = threshold.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER
-                    direction = "at least" if higher else "at most"
-                    bound = threshold.absolute
-                    lines.append(
-                        f"{name} {_number(value(name))} vs the serving model's "
-                        f"{_number(value(name, model=baseline_name))}: change "
-                        f"{_number(value(name, diff=True))} (must be {direction} "
-                        f"{_number(bound.value)})"
-                    )
-                else:
-                    bounds = []
-                    if threshold.HasField("lower_bound"):
-                        bounds.append(f">= {_number(threshold.lower_bound.value)}")
-                    if threshold.HasField("upper_bound"):
-                        bounds.append(f"<= {_number(threshold.upper_bound.value)}")
-                    lines.append(
-                        f"{name} {_number(value(name))} (threshold {' and '.join(bounds)})"
-                    )
-    others = [
-        f"{name} {_number(v)}"
-        for (name, diff, model), v in sorted(values.items())
-        if not diff and model == candidate_name and name not in checked
-    ]
-    if others:
-        lines.append("also " + ", ".join(others))
-    lines = list(dict.fromkeys(lines))  # one line per metric and threshold
-    validation = tfma.load_validation_result(uri)
-    failures = [
-        _failure(f)
-        for per_slice in validation.metric_validations_per_slice
-        for f in per_slice.failures
-    ]
-    if not validation.validation_ok and not failures:
-        failures = ["validation failed"]
-    return lines, failures
-
-
-def pipeline_results(
-    metadata_path: str,
-    pipeline_name: str,
-    node_ids: list[str] | None = None,
-    since: float | None = None,
-) -> RunResults:
-    """The latest run of `pipeline_name` in the SQLite ML Metadata at `metadata_path` (one
-    created after `since`, epoch seconds, if given); `node_ids`: the pipeline's components in
-    order (those that did not run are listed as "not run")."""
-    store = _store(metadata_path)
-    run, executions = _latest_run(store, pipeline_name, since)
-    from ml_metadata.proto import metadata_store_pb2
-
-    results = RunResults(pipeline_name, run.name if run else None, [])
-    by_node = {}
-    for execution in executions:
-        by_node[_node_id(store, execution)] = execution
-    for node in [*(node_ids or []), *(n for n in by_node if n not in (node_ids or []))]:
-        execution = by_node.get(node)
-        if execution is None:
-            results.components.append(ComponentResult(node, "not run"))
-            continue
-        state = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
-        seconds = (
-            execution.last_update_time_since_epoch - execution.create_time_since_epoch
-        ) / 1000
-        results.components.append(ComponentResult(node, state, seconds))
-        outputs = _outputs(store, execution)
-        if "blessing" in outputs and "evaluation" in outputs:
-            results.evaluator = node
-            results.blessed = bool(_property(outputs["blessing"][0], "blessed", 0))
-            uri = outputs["evaluation"][0].uri
-            report_file = os.path.join(uri, METRICS_FILE)
-            try:
-                if os.path.exists(report_file):
-                    with open(report_file, encoding="utf-8") as f:
-                        report = json.load(f)
-                    results.evaluation = _report_lines(report)
-                    results.failures = list(report.get("failures") or [])
-                else:
-                    results.evaluation, results.failures = _tfma_lines(uri)
-            except Exception as e:  # a summary line, never a failed run
-                results.evaluation = [f"(could not read {uri}: {e})"]
-        if "pushed_model" in outputs:
-            pushed_model = outputs["pushed_model"][0]
-            earlier = (
-                " (by an earlier run: this run's Pusher was cached)" if state == "CACHED" else ""
-            )
-            if _property(pushed_model, "pushed", 0):
-                results.pushed = _property(pushed_model, "pushed_destination")
-                results.push_note = earlier
-            else:
-                reason = _property(pushed_model, NOT_PUSHED_REASON)
-                if not reason:
-                    reason = "the model was not blessed" if results.blessed is False else "unknown"
-                results.push_note = reason + earlier
-    return results
 
 
 def format_results(results: RunResults, metadata_path: str | None = None) -> str:

@@ -2,7 +2,7 @@
 
 TFMA ships `SquaredPearsonCorrelation` (r², which loses the sign) and no rank correlation. These
 metrics collect every (label, prediction) pair of a slice and score them with
-`bert_tf.glue.compute_metrics`, so the Evaluator reports the same numbers as `run_classifier`.
+`bert_tf.tasks.glue.compute_metrics`, so the Evaluator reports the same numbers as `run_classifier`.
 A dev set of a few thousand pairs fits in one accumulator easily.
 
 Use them by name in an EvalConfig (TFMA imports `module` in its Beam workers):
@@ -18,7 +18,7 @@ import apache_beam as beam
 import numpy as np
 from tensorflow_model_analysis.metrics import metric_types, metric_util
 
-from bert_tf import glue
+from bert_tf.tasks import glue
 
 _Pairs = tuple[list[float], list[float]]  # labels, predictions
 

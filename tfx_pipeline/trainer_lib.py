@@ -17,10 +17,10 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, training
-from bert_tf.configs import BertConfig
-from bert_tf.options import TrainingLoopOptions
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.options import PrecisionOptions, TrainingLoopOptions
+from bert_tf.text.tokenization import BertPreprocessor, load_vocab
 from bert_tf.tfrecords import check_tfrecord_files
-from bert_tf.tokenization import BertPreprocessor, load_vocab
 from tfx_pipeline import configs
 
 
@@ -131,7 +131,11 @@ def train(
     init_checkpoint: str | None = None,
 ) -> keras.Model:
     """Builds the model under the chosen strategy and runs `bert_tf.training.Trainer`."""
-    training.set_precision(options["precision"])
+    precision = PrecisionOptions(
+        use_mixed_precision=options["use_mixed_precision"],
+        mixed_precision_dtype=options["mixed_precision_dtype"],
+    )
+    training.set_precision(precision.policy)
     training.set_seed(options["seed"])
     strategy = training.get_strategy(options["distribution_strategy"])
     with strategy.scope():

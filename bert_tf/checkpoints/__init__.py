@@ -21,9 +21,9 @@ Example:
 
 ```python
 from bert_tf import checkpoints
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.data import fetch
-from bert_tf.encoder import build_encoder
+from bert_tf.modeling.encoder import build_encoder
 
 minilm = fetch.fetch("minilm")  # HF folder: config.json, model.safetensors, vocab.txt
 encoder = build_encoder(BertConfig.from_hf_json_file(minilm / "config.json"))

@@ -15,7 +15,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.checkpoints.names import CONFIG_NAME, TASK_INFO_NAME, TASK_INFO_TASKS, VOCAB_NAME
 from bert_tf.checkpoints.readers import config_diffs
-from bert_tf.configs import BertConfig
+from bert_tf.modeling.configs import BertConfig
 
 
 def check_output_dir(output_dir: str | os.PathLike, config: BertConfig) -> None:

@@ -12,7 +12,7 @@ import re
 import keras
 import numpy as np
 
-from bert_tf.encoder import BertEncoder
+from bert_tf.modeling.encoder import BertEncoder
 
 SAME, HEADS_IN, HEADS_OUT, TRANSPOSED = "same", "heads_in", "heads_out", "transposed"
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -201,12 +201,14 @@ def _resolve(root, path: str):
 
 
 def find_encoder(model: keras.Model) -> BertEncoder:
-    """The `BertEncoder` itself, or the `encoder` of a task model from `bert_tf.models`."""
+    """The `BertEncoder` itself, or the `encoder` of a task model from `bert_tf.modeling.models`."""
     if isinstance(model, BertEncoder):
         return model
     encoder = getattr(model, "encoder", None)
     if not isinstance(encoder, BertEncoder):
-        raise TypeError(f"expected a BertEncoder or a bert_tf.models task model, got {model!r}")
+        raise TypeError(
+            f"expected a BertEncoder or a bert_tf.modeling.models task model, got {model!r}"
+        )
     return encoder
 
 

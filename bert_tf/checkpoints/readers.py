@@ -34,11 +34,11 @@ from bert_tf.checkpoints.names import (
     table,
 )
 from bert_tf.checkpoints.training_checkpoints import MODEL_CONFIG_KEY, MODEL_CONFIG_TENSOR
-from bert_tf.configs import BertConfig, canonical_activation
+from bert_tf.modeling.configs import BertConfig, canonical_activation
 
 # Imported for its side effect: the task model classes register themselves for Keras
 # deserialization (object-based checkpoints store the model's config).
-from bert_tf import models  # noqa: F401  isort: skip
+from bert_tf.modeling import models  # noqa: F401  isort: skip
 
 
 @dataclasses.dataclass

@@ -195,6 +195,47 @@ SOURCES: dict[str, Source] = {
                 ),
             ),
         ),
+        Source(
+            name="google_bert",
+            requirement="bert-tensorflow==1.0.4",
+            sdist=False,
+            description=(
+                "google-research/bert's own TF1 code (modeling, tokenization, "
+                "create_pretraining_data, run_pretraining): the tests' independent oracle"
+            ),
+            members=(
+                Member(
+                    "bert/modeling.py",
+                    "modeling.py",
+                    39230,
+                    "c00c4ea3c8108154179f87855e2eb22529e7a2296e378fea791cf5bd9d793832",
+                ),
+                Member(
+                    "bert/tokenization.py",
+                    "tokenization.py",
+                    13091,
+                    "8e76b522bc378162c357552136ca648fb02689b28a96d0054bc6cb4cce6b1416",
+                ),
+                Member(
+                    "bert/create_pretraining_data.py",
+                    "create_pretraining_data.py",
+                    15257,
+                    "0afec31f4d5d3a91d41fe33be8a3e4547137bceffab13e16c11cbad02c18941f",
+                ),
+                Member(
+                    "bert/run_pretraining.py",
+                    "run_pretraining.py",
+                    18722,
+                    "7de3635f637c17b959552894edd930bd4ce5ee0a66c9d12a415a5e27195b805f",
+                ),
+                Member(
+                    "bert/optimization.py",
+                    "optimization.py",
+                    6260,
+                    "b95d13ee2f44b2f2e1f4ec830ce468f0be38a2a8c73e53151f4f26f86ca2f924",
+                ),
+            ),
+        ),
     )
 }
 

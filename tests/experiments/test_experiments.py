@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, pretraining, testing
+from bert_tf import checkpoints, testing
 from bert_tf.data import corpora, fetch
-from bert_tf.encoder import build_encoder
-from bert_tf.glue import TextClassificationProcessor
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.tasks import pretraining
+from bert_tf.tasks.glue import TextClassificationProcessor
 from experiments import baselines, feature_probe, keras_nlp_reference, prepare_data, zh_summary
 
 
@@ -177,7 +178,7 @@ def test_feature_probe_scores_frozen_features_of_random_and_loaded_encoders(
         # The label word is in every text, so even random features separate the classes.
         assert result["mean_pooled_dev_accuracy"] > 0.7
     # Mean pooling skips padding: the same texts padded to 16 or 32 give the same features.
-    from bert_tf.tokenization import BertPreprocessor, load_vocab
+    from bert_tf.text.tokenization import BertPreprocessor, load_vocab
 
     texts = ["good film", "a bad and dreadful film"]
     features = [

@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from bert_tf import testing, tokenization
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler
-from bert_tf.tokenization import BertPreprocessor
+from bert_tf import testing
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from bert_tf.text import tokenization
+from bert_tf.text.tokenization import BertPreprocessor
 from serving import export
 from serving.client import ServingClient
 from serving.signatures import read_signature_defs

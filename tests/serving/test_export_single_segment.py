@@ -16,9 +16,9 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from bert_tf import checkpoints, testing
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertClassifier
-from bert_tf.tokenization import BertPreprocessor
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertClassifier
+from bert_tf.text.tokenization import BertPreprocessor
 from serving import export
 from serving.signatures import read_signature_defs
 

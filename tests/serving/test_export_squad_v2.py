@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import squad, testing, training
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertSpanLabeler
-from bert_tf.tokenization import BertPreprocessor
+from bert_tf import testing, training
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertSpanLabeler
+from bert_tf.tasks import squad
+from bert_tf.text.tokenization import BertPreprocessor
 from serving import export
 from serving.signatures import read_signature_defs
 

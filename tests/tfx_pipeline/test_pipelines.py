@@ -31,10 +31,10 @@ import pytest
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 
-from bert_tf import glue
 from bert_tf.data import corpora, fetch
-from bert_tf.masking import restore_original_ids
-from bert_tf.tokenization import BertPreprocessor, SpecialTokenIds, load_vocab
+from bert_tf.tasks import glue
+from bert_tf.text.masking import restore_original_ids
+from bert_tf.text.tokenization import BertPreprocessor, SpecialTokenIds, load_vocab
 from demo import run as demo
 from tfx_pipeline import configs, run
 

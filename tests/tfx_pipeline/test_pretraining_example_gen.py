@@ -14,10 +14,10 @@ from tfx.components.example_gen import utils
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from bert_tf import pretraining
 from bert_tf.data import corpora
-from bert_tf.masking import example_seed
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.tasks import pretraining
+from bert_tf.text.masking import example_seed
+from bert_tf.text.tokenization import BertTokenizer
 from tfx_pipeline.components.pretraining_example_gen import Executor
 
 OPTIONS = {"max_seq_length": 48, "dupe_factor": 2, "short_seq_prob": 0.2, "seed": 11}

@@ -98,7 +98,10 @@ def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path)
         ({"task_name": "mnli"}, "no dev_matched.tsv (--task_name=mnli)"),  # not MNLI data
         ({"doc_stride": "64"}, "--doc_stride: not an option of --pipeline=classify"),
         ({"dupe_factor": "2"}, "(only of --pipeline=pretrain)"),
-        ({"precision": "fp16"}, "--precision: expected one of float32, mixed_float16"),
+        (
+            {"mixed_precision_dtype": "fp16"},
+            "--mixed_precision_dtype: expected one of float16, bfl",
+        ),
         ({"preset": "huge"}, "--preset: expected one of tiny, mini"),
         ({"distribution_strategy": "multi"}, "expected one of one_device, mirrored"),
         ({"num_train_epochs": "0"}, "--num_train_epochs: expected a positive number, got 0.0"),
@@ -273,15 +276,12 @@ def test_every_option_flag_has_help_and_its_defaults():
     )
     assert "(default: pretrain 10000, classify 0, squad 0)" in flag_values["train_steps"].help
     assert "(only --pipeline=squad; default: squad 128)" in flag_values["doc_stride"].help
-    assert "one of float32, mixed_float16, mixed_bfloat16" in flag_values["precision"].help
-    assert "text_classification" in flag_values["task_name"].help  # bert_tf.glue's tasks
+    assert "one of float16, bfloat16" in flag_values["mixed_precision_dtype"].help
+    assert "text_classification" in flag_values["task_name"].help  # bert_tf.tasks.glue's tasks
     assert "default: <pipeline_root>/metadata.sqlite" in flag_values["metadata_path"].help
-    # Defaults are valid, and the precisions are the Trainer's.
+    # Defaults are valid.
     for pipeline, cls in configs.PIPELINE_OPTIONS.items():
         assert configs.check_options(pipeline, cls()) == [], pipeline
-    from bert_tf import training
-
-    assert configs.PRECISIONS == training.PRECISIONS
 
 
 def test_help_shows_the_options_without_importing_tensorflow(tmp_path):
@@ -380,3 +380,33 @@ def test_run_log_keeps_the_console_to_progress_warnings_and_errors(tmp_path):
     ):
         assert everything in text, everything
     assert "after the run" not in text
+
+
+@pytest.mark.parametrize(
+    ("use_mixed_precision", "dtype", "policy"),
+    [(False, "bfloat16", "float32"), (True, "bfloat16", "mixed_bfloat16")],
+)
+def test_trainer_builds_the_model_under_the_scripts_precision_flags(
+    use_mixed_precision, dtype, policy
+):
+    import keras
+
+    from tfx_pipeline import trainer_lib
+
+    options = dataclasses.asdict(configs.ClassificationOptions())
+    options.update(use_mixed_precision=use_mixed_precision, mixed_precision_dtype=dtype)
+    seen = []
+
+    class Built(Exception):
+        pass
+
+    def build_model():
+        seen.append(keras.mixed_precision.global_policy().name)
+        raise Built
+
+    try:
+        with pytest.raises(Built):
+            trainer_lib.train(build_model, None, None, options, 1, "/nonexistent")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert seen == [policy]

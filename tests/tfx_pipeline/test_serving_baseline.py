@@ -428,9 +428,9 @@ def test_pretraining_evaluator_scores_a_pushed_version_like_the_trainers_keras_m
     """A pushed version has only the serving SavedModel: its `pretraining_logits` signature
     scores it the same as the Trainer's Keras file scores the candidate."""
     from bert_tf import testing
-    from bert_tf.encoder import build_encoder
-    from bert_tf.models import BertPretrainer
-    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertPretrainer
+    from bert_tf.text.tokenization import BertPreprocessor
     from serving.export import export_encoder
     from tfx_pipeline import trainer_lib
     from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
@@ -485,9 +485,9 @@ def regression_inputs(tmp_path_factory):
     import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
 
     from bert_tf import testing
-    from bert_tf.encoder import build_encoder
-    from bert_tf.models import BertClassifier
-    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertClassifier
+    from bert_tf.text.tokenization import BertPreprocessor
     from serving.export import export_classifier
     from tfx_pipeline import trainer_lib
 
@@ -587,7 +587,7 @@ def test_tfma_evaluator_compares_with_the_served_model_only(
 
 def _export(root: Path, classifier, label_names=("neg", "pos")) -> standard_artifacts.Model:
     """A Trainer-like Model artifact at `root` holding `classifier`'s export."""
-    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.text.tokenization import BertPreprocessor
     from serving.export import export_classifier
     from tfx_pipeline import trainer_lib
 
@@ -648,8 +648,8 @@ def exports(tmp_path_factory) -> SimpleNamespace:
     `relabelled`, other label names in its graph (the weights unchanged); `retrained`, one
     weight changed."""
     from bert_tf import testing
-    from bert_tf.encoder import build_encoder
-    from bert_tf.models import BertClassifier
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertClassifier
 
     root = tmp_path_factory.mktemp("exports")
     config = testing.micro_config(vocab_size=len(VOCAB))
@@ -762,9 +762,10 @@ def test_nothing_serving_yet_pushes_and_not_blessed_says_so(exports, tmp_path):
     assert pushed_model.get_string_custom_property(serving_baseline.NOT_PUSHED_REASON) == (
         "the model was not blessed"
     )
-    from tfx_pipeline import summary
+    from tfx_pipeline import metadata
 
-    assert summary.NOT_PUSHED_REASON == serving_baseline.NOT_PUSHED_REASON
+    assert metadata.NOT_PUSHED_REASON == serving_baseline.NOT_PUSHED_REASON
+    assert metadata.METRICS_FILE == blessing.METRICS_FILE
 
 
 def test_pipelines_push_through_our_pusher_and_fine_tune_for_epochs():

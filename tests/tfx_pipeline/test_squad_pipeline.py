@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_tf import squad
+from bert_tf.tasks import squad
 from tfx_pipeline import run
 
 # A fixture runs a whole pipeline (10-15 min on a loaded 2-core machine): more than pytest's

@@ -1,5 +1,5 @@
 """The fine-tuning pipeline's TFMA config: the task's official metrics, computed by TFMA, equal
-`bert_tf.glue.compute_metrics`, and the blessing threshold sits on the task's main metric.
+`bert_tf.tasks.glue.compute_metrics`, and the blessing threshold sits on the task's main metric.
 
 TFMA runs here on predictions stored in the examples (no model): the same metrics specs the
 pipeline's Evaluator uses, without the model's signature and the comparison to a baseline
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 
-from bert_tf import glue
+from bert_tf.tasks import glue
 from tfx_pipeline import configs, pipeline
 
 
@@ -103,11 +103,11 @@ def test_regression_model_is_scored_through_its_regress_signature(tmp_path):
     signature, and its Pearson/Spearman equal glue's on the model's own outputs."""
     import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
 
-    from bert_tf.configs import BertConfig
     from bert_tf.data import fetch
-    from bert_tf.encoder import build_encoder
-    from bert_tf.models import BertClassifier
-    from bert_tf.tokenization import BertPreprocessor, load_vocab
+    from bert_tf.modeling.configs import BertConfig
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertClassifier
+    from bert_tf.text.tokenization import BertPreprocessor, load_vocab
     from serving.export import export_classifier
 
     vocab = load_vocab(fetch.path("minilm", "vocab.txt"))

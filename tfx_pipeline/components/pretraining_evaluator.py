@@ -3,7 +3,7 @@
 TFMA computes metrics from a model's predictions on examples, but BERT's pretraining metrics
 need the masked positions and weights of each example fed into the model and a weighted
 accuracy over the predicted positions only, which TFMA's metric specs cannot express. This
-component does that on Transform's eval split with `bert_tf.heads`' accuracies, then blesses the
+component does that on Transform's eval split with `bert_tf.modeling.heads`' accuracies, then blesses the
 model (a `ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` and
 `LatestBlessedModelStrategy` accept it) when both accuracies reach their thresholds and, if a
 baseline (the model serving now, `ServingBaseline`'s) is given, neither drops by more than
@@ -42,7 +42,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from bert_tf import pretraining
+from bert_tf.tasks import pretraining
 from serving.export import PRETRAINING_SIGNATURE
 from tfx_pipeline import trainer_lib
 from tfx_pipeline.components import blessing

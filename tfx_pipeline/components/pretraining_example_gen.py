@@ -4,7 +4,7 @@ The input is BERT's pretraining text format (one sentence per line, a blank line
 documents). Documents are read, ordered and turned into (document, duplication round) tasks by
 the Beam transforms of `create_pretraining_data --runner` (`bert_tf.pretraining_beam`'s
 `ReadDocuments(keep_text=True)` and `CorpusTasks`, per output split); pairs are built per task by
-`bert_tf.pretraining.sentence_pairs` (google-research's algorithm, deterministic per
+`bert_tf.tasks.pretraining.sentence_pairs` (google-research's algorithm, deterministic per
 (seed, dupe, document)), with the split's documents as a Beam side input for the random
 "next" sentences. Documents, not pairs, are hashed into the output splits, so no document (nor
 any random B segment) is shared by train and eval.
@@ -37,9 +37,9 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import proto_utils
 
-from bert_tf import pretraining
-from bert_tf.masking import example_seed
-from bert_tf.pretraining import beam as pretraining_beam
+from bert_tf.tasks import pretraining
+from bert_tf.tasks.pretraining import beam as pretraining_beam
+from bert_tf.text.masking import example_seed
 from tfx_pipeline.components.example_gen_lib import (
     CustomSpecExampleGen,
     bytes_feature,

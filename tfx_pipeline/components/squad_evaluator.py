@@ -3,7 +3,7 @@
 TFMA has no SQuAD metric: EM/F1 compare answer strings after the official normalization, best
 over each question's gold answers. This component asks the Trainer's exported SavedModel (the
 one Pusher pushes: raw `question`/`context` in, `answer_text` out) for every question of the
-eval split (`SquadExampleGen`'s raw dev questions), scores the answers with `bert_tf.squad`'s
+eval split (`SquadExampleGen`'s raw dev questions), scores the answers with `bert_tf.tasks.squad`'s
 official-equivalent metrics (v1.1: `exact_match`, `f1`; v2.0: `exact`, `f1`, `HasAns_*`,
 `NoAns_*`; percent), and blesses the model when `f1` reaches `min_f1` and, if a baseline (the
 model serving now, `ServingBaseline`'s) is given, is at most `max_f1_decrease` points below
@@ -38,7 +38,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from bert_tf import squad
+from bert_tf.tasks import squad
 from bert_tf.tfrecords import check_tfrecord_files
 from tfx_pipeline.components import blessing
 
@@ -113,7 +113,7 @@ def answer_questions(model_uri: str, questions: list[dict], batch_size: int) -> 
 def official_metrics(
     questions: list[dict], predictions: dict[str, str], version_2_with_negative: bool
 ) -> dict[str, float]:
-    """`bert_tf.squad`'s official-equivalent EM/F1 of `predictions` on `questions`."""
+    """`bert_tf.tasks.squad`'s official-equivalent EM/F1 of `predictions` on `questions`."""
     # The official scripts read only each question's id and gold answer texts.
     dataset = [
         {

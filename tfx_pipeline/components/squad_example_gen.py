@@ -3,7 +3,7 @@
 `input_base` holds the SQuAD JSON files: `train*.json` becomes the train split, `dev*.json` the
 eval split.
 
-- train: one example per doc-stride window, built by `bert_tf.squad` exactly as
+- train: one example per doc-stride window, built by `bert_tf.tasks.squad` exactly as
   google-research `run_squad.py` builds its training features (`read_squad_examples`,
   `convert_examples_to_features` with the in-graph WordPiece tokenizer): int64
   `input_word_ids`, `input_mask`, `input_type_ids` [max_seq_length] (zero-padded) and
@@ -33,8 +33,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from bert_tf import squad
-from bert_tf.tokenization import BertTokenizer
+from bert_tf.tasks import squad
+from bert_tf.text.tokenization import BertTokenizer
 from tfx_pipeline.components.example_gen_lib import (
     CustomSpecExampleGen,
     bytes_feature,

@@ -1,7 +1,7 @@
 """TextClassificationExampleGen: a GLUE task folder (or generic text-classification files) ->
 `tf.train.Example`s with `text_a`, `text_b` ("" for single-sentence tasks) and `label`.
 
-Files are read with `bert_tf.glue`'s processors (official GLUE TSV layouts, or `train`/`dev`
+Files are read with `bert_tf.tasks.glue`'s processors (official GLUE TSV layouts, or `train`/`dev`
 `.tsv`/`.csv` with a header for `text_classification`): `train` becomes the train split and
 `dev` the eval split. `label` is the class index in `processor.get_labels(input_base)` (int64),
 or the float score for regression (STS-B). The names `text_a`/`text_b` are those the exported
@@ -27,7 +27,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from bert_tf import glue
+from bert_tf.tasks import glue
 
 # Output split -> the task's file split.
 SPLITS = {"train": glue.TRAIN, "eval": glue.DEV}
@@ -94,7 +94,7 @@ class TextClassificationExampleGen(FileBasedExampleGen):
 
     Args:
         input_base: the task's data folder (GLUE `train.tsv`, `dev.tsv`, ...).
-        task_name: a `bert_tf.glue` task name (`sst-2`, `mrpc`, ..., `text_classification`).
+        task_name: a `bert_tf.tasks.glue` task name (`sst-2`, `mrpc`, ..., `text_classification`).
     """
 
     SPEC_CLASS = TextClassificationExampleGenSpec

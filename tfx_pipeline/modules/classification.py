@@ -1,7 +1,7 @@
 """Module file of the fine-tuning pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
 
 Transform tokenizes and packs `text_a` (and `text_b` when not "") with
-`bert_tf.tokenization.pair_features` on a `BertPreprocessor`: the very function the exported model's
+`bert_tf.text.tokenization.pair_features` on a `BertPreprocessor`: the very function the exported model's
 signatures run, so training and serving ids agree by construction.
 
 The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.training.Trainer`
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf import glue
-from bert_tf.classification import classification_loss_fn
-from bert_tf.encoder import INPUT_NAMES, build_encoder
-from bert_tf.models import BertClassifier
-from bert_tf.tokenization import pair_features
+from bert_tf.modeling.encoder import INPUT_NAMES, build_encoder
+from bert_tf.modeling.models import BertClassifier
+from bert_tf.tasks import glue
+from bert_tf.tasks.classification import classification_loss_fn
+from bert_tf.text.tokenization import pair_features
 from serving.export import export_classifier
 from tfx_pipeline import trainer_lib
 

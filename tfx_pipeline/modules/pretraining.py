@@ -1,8 +1,8 @@
 """Module file of the pretraining pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
 
 Transform turns PretrainingExampleGen's text pairs into google-research's pretraining features:
-WordPiece tokenization and packing with `bert_tf.tokenization.BertPreprocessor` (tensorflow-text,
-vocab baked into the transform graph) and masked-LM masking with `bert_tf.masking.MaskedLmMasker`
+WordPiece tokenization and packing with `bert_tf.text.tokenization.BertPreprocessor` (tensorflow-text,
+vocab baked into the transform graph) and masked-LM masking with `bert_tf.text.masking.MaskedLmMasker`
 (15%, 80/10/10), seeded per example by the ExampleGen's `masking_seed`, so reruns and
 distributed workers produce the same examples.
 
@@ -21,11 +21,11 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.configs import BertConfig
-from bert_tf.encoder import build_encoder
-from bert_tf.masking import MaskedLmMasker
-from bert_tf.models import BertPretrainer
-from bert_tf.pretraining import pretraining_loss
+from bert_tf.modeling.configs import BertConfig
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertPretrainer
+from bert_tf.tasks.pretraining import pretraining_loss
+from bert_tf.text.masking import MaskedLmMasker
 from serving.export import export_encoder
 from tfx_pipeline import trainer_lib
 

@@ -3,11 +3,11 @@
 No `preprocessing_fn`: the SQuAD pipeline has no Transform. Its training features are
 doc-stride windows (several per question, each with the answer span mapped from character
 offsets onto WordPiece positions, or onto [CLS] when the window misses it), which is not a
-per-example TFT `preprocessing_fn`; `SquadExampleGen` builds them with `bert_tf.squad`, as
+per-example TFT `preprocessing_fn`; `SquadExampleGen` builds them with `bert_tf.tasks.squad`, as
 google-research `run_squad.py` does, and the exported model tokenizes and windows raw text in
-its own graph (`bert_tf.squad.ingraph.squad_answers`).
+its own graph (`bert_tf.tasks.squad.ingraph.squad_answers`).
 
-The Trainer fine-tunes a `BertSpanLabeler` on the windows with `bert_tf.squad.loss_fn`,
+The Trainer fine-tunes a `BertSpanLabeler` on the windows with `bert_tf.tasks.squad.loss_fn`,
 warm-started from the Trainer's `base_model` (an imported checkpoint in any format
 `load_pretrained` reads; its config beside it sets the architecture, else `preset`), and
 exports `serving.export.export_squad`'s raw-text SavedModel (`serving_default`: `question`,
@@ -16,9 +16,9 @@ exports `serving.export.export_squad`'s raw-text SavedModel (`serving_default`: 
 
 from __future__ import annotations
 
-from bert_tf import squad
-from bert_tf.encoder import build_encoder
-from bert_tf.models import BertSpanLabeler
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertSpanLabeler
+from bert_tf.tasks import squad
 from serving.export import export_squad
 from tfx_pipeline import trainer_lib
 from tfx_pipeline.components.squad_example_gen import window_feature_spec

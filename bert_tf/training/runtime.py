@@ -1,0 +1,89 @@
+"""What a training process sets up before it builds a model: the `tf.distribute` strategy, the
+Keras precision policy and the seeds."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+# Defined in flags_util: defining the flags needs no TensorFlow import.
+from bert_tf.flags_util import STRATEGIES, TPU_ONLY_FLAGS, strategy_name
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def get_strategy(
+    name: str,
+    tpu: str | None = None,
+    *,
+    zone: str | None = None,
+    project: str | None = None,
+) -> tf.distribute.Strategy:
+    """The `tf.distribute` strategy for a `--distribution_strategy` value (see `STRATEGIES`).
+
+    `one_device` uses the first GPU if any, else the CPU; `tpu` resolves `tpu` (a name or
+    grpc:// address; "" or None = the local TPU; a Cloud TPU name in GCE `zone` of GCP
+    `project`, both detected from the GCE metadata if None) and initialises the TPU system.
+    Scripts go through `strategy_from_flags`.
+    """
+    if name == "one_device":
+        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker_mirrored":
+        try:  # the cluster comes from TF_CONFIG (one local worker without it)
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"multi_worker_mirrored: create the strategy before any TensorFlow op ({e})"
+            ) from None
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu or "", zone=zone, project=project
+        )
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"--distribution_strategy: expected one of {STRATEGIES}, got {name!r}")
+
+
+def strategy_from_flags(args) -> tf.distribute.Strategy:
+    """The `tf.distribute.Strategy` of `flags_util.define_tpu_flags`' flags (`strategy_name`).
+
+    On a TPU: `TPUClusterResolver(tpu=--tpu_name or --master, zone=--tpu_zone,
+    project=--gcp_project)`. Call it before any TensorFlow op (multi_worker_mirrored
+    configures collective ops at startup).
+    """
+    name = strategy_name(args)
+    if name != "tpu":
+        given = [f"--{n}" for n in TPU_ONLY_FLAGS if args[n].value]
+        if given:
+            logging.warning("%s ignored: not running on a TPU (see --use_tpu)", ", ".join(given))
+        return get_strategy(name)
+    strategy = get_strategy(
+        "tpu", args.tpu_name or args.master, zone=args.tpu_zone, project=args.gcp_project
+    )
+    cores = strategy.num_replicas_in_sync
+    if args["num_tpu_cores"].present and cores != args.num_tpu_cores:
+        logging.warning(
+            "--num_tpu_cores=%d but the TPU has %d cores: training uses all %d",
+            args.num_tpu_cores,
+            cores,
+            cores,
+        )
+    return strategy
+
+
+def set_precision(policy: str) -> None:
+    """Sets the Keras global dtype policy; call before building the model."""
+    if policy not in PRECISIONS:
+        raise ValueError(f"precision policy: expected one of {PRECISIONS}, got {policy!r}")
+    keras.mixed_precision.set_global_policy(policy)
+
+
+def set_seed(seed: int) -> None:
+    """Seeds Python, NumPy, TensorFlow and Keras, and makes TF ops deterministic."""
+    keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()

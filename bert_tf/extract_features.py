@@ -31,7 +31,7 @@ from pathlib import Path
 from absl import app, flags, logging
 
 from bert_tf import fileio, options
-from bert_tf.flags_util import check_positive, decode_utf8, define_tpu_flags
+from bert_tf.flags_util import check_positive, decode_utf8
 
 FLAGS = flags.FLAGS
 
@@ -61,7 +61,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
     flags.DEFINE_integer("batch_size", 32, "Examples per inference batch.", flag_values=flag_values)
     # google-research's flags, accepted so its command lines run unchanged (see main).
-    define_tpu_flags(flag_values, iterations_per_loop=None, distribution_strategy=False)
+    options.define_flags(options.TpuOptions, flag_values)
     flags.DEFINE_bool(
         "use_one_hot_embeddings",
         False,

@@ -5,9 +5,9 @@ carries its help text and allowed values. `define_flags(cls)` defines one flag p
 dataclass `cls` (same name; an enum when it has choices; `aliases` as absl aliases),
 `from_flags(cls, args)` reads them back into an instance, and `check(options)` raises one
 ValueError line naming the first bad value (`--name: expected ..., got ...`). The scripts share
-the groups below (model source, training loop, precision; the distribution/TPU flags are
-`bert_tf.flags_util.define_tpu_flags`), and `tfx_pipeline.configs` declares the pipelines'
-options with the same `option`, so a flag means the same thing, with the same check, everywhere.
+the groups below (model source, training loop, distribution and google's TPU flags, precision),
+and `tfx_pipeline.configs` declares the pipelines' options with the same `option`, so a flag
+means the same thing, with the same check, everywhere.
 
 This module imports no TensorFlow: scripts check their flags before importing it.
 
@@ -247,6 +247,56 @@ class FineTuningLoopOptions(TrainingLoopOptions):
         "Fraction of the training steps with a linear learning-rate warmup",
         minimum=0,
         maximum=1,
+    )
+
+
+# The strategies `--distribution_strategy` takes (`bert_tf.training.get_strategy`'s).
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+@dataclasses.dataclass
+class DistributionOptions:
+    """Where and how the training loop runs (`bert_tf.training.strategy_from_flags`)."""
+
+    distribution_strategy: str = option(
+        "one_device", "tf.distribute strategy; --use_tpu is the same as tpu", choices=STRATEGIES
+    )
+    iterations_per_loop: int = option(
+        1000,
+        "Training steps per compiled loop (one tf.function call)",
+        above=0,
+        aliases=("steps_per_loop",),
+    )
+
+
+@dataclasses.dataclass
+class TpuOptions:
+    """google-research/bert's TPU flags, one spelling for every script; `--use_tpu` selects
+    `--distribution_strategy=tpu` (`bert_tf.flags_util.strategy_name`)."""
+
+    use_tpu: bool = option(
+        False, "Run on a TPU: the same as --distribution_strategy=tpu (google-research's flag)"
+    )
+    tpu_name: str | None = option(
+        None,
+        "Cloud TPU name or grpc:// address for the TPU strategy (default: --master, else the "
+        "local TPU)",
+        aliases=("tpu",),
+    )
+    tpu_zone: str | None = option(
+        None, "GCE zone of the Cloud TPU --tpu_name (default: detected from the GCE metadata)"
+    )
+    gcp_project: str | None = option(
+        None, "GCP project of the Cloud TPU --tpu_name (default: detected from the GCE metadata)"
+    )
+    master: str | None = option(
+        None,
+        "TPU grpc:// address, used when --tpu_name is not given (google-research's non-Cloud TPU)",
+    )
+    num_tpu_cores: int = option(
+        8,
+        "TPU cores (google-research's flag). Informational: the TPU strategy uses every core "
+        "of the TPU; a warning if given and the TPU has another count",
     )
 
 

@@ -1,6 +1,6 @@
 r"""Fine-tunes BERT on a GLUE task or any labelled TSV/CSV (google-research `run_classifier.py`).
 
-Same flags as google-research/bert (TPU flags: see `bert_tf.flags_util.define_tpu_flags`), plus
+Same flags as google-research/bert (TPU flags: `bert_tf.options.TpuOptions`), plus
 `--optimizer`, `--use_mixed_precision`, `--use_xla`, `--distribution_strategy`,
 `--gradient_accumulation_steps`, `--seed` and `--test_results_header`. Outputs in
 `--output_dir`: training checkpoints `ckpt-<step>` (rerunning the same command resumes from the
@@ -45,7 +45,7 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 from bert_tf import checkpoints, fileio, model_source, options, training
-from bert_tf.flags_util import check_positive, define_tpu_flags
+from bert_tf.flags_util import check_positive
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.tasks import glue
@@ -80,8 +80,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     options.define_flags(options.FineTuningLoopOptions, flag_values)
     # --use_mixed_precision --mixed_precision_dtype --use_xla
     options.define_flags(options.PrecisionOptions, flag_values)
-    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
-    define_tpu_flags(flag_values)
+    options.define_flags(options.DistributionOptions, flag_values)
+    options.define_flags(options.TpuOptions, flag_values)
     flags.DEFINE_integer(
         "eval_batch_size", 8, "Examples per evaluation batch.", flag_values=flag_values
     )

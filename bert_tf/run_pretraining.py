@@ -1,7 +1,7 @@
 r"""Pre-trains BERT (masked LM + next sentence) on pretraining TFRecords (google-research
 `run_pretraining.py`).
 
-Same flags as google-research/bert (TPU flags: see `bert_tf.flags_util.define_tpu_flags`;
+Same flags as google-research/bert (TPU flags: `bert_tf.options.TpuOptions`;
 `--use_tpu` or `--distribution_strategy` pick the strategy), plus `--preset`/`--vocab_size` (a
 paper-size config instead of `--bert_config_file`), `--optimizer=adamw|lamb`,
 `--use_mixed_precision`, `--use_xla`, `--gradient_accumulation_steps`, `--seed` and
@@ -30,7 +30,7 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 from bert_tf import checkpoints, model_source, options, training
-from bert_tf.flags_util import check_positive, define_tpu_flags
+from bert_tf.flags_util import check_positive
 from bert_tf.modeling.configs import PRESETS, BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
@@ -82,8 +82,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     options.define_flags(options.TrainingLoopOptions, flag_values)
     # --use_mixed_precision --mixed_precision_dtype --use_xla
     options.define_flags(options.PrecisionOptions, flag_values)
-    # --use_tpu --tpu_name (alias --tpu) ... --iterations_per_loop, --distribution_strategy.
-    define_tpu_flags(flag_values)
+    options.define_flags(options.DistributionOptions, flag_values)
+    options.define_flags(options.TpuOptions, flag_values)
     define("bool", "dynamic_masking", False, "Re-mask the training records on every read.")
     define("bool", "do_whole_word_mask", False, "--dynamic_masking masks whole words.")
     define("float", "masked_lm_prob", 0.15, "--dynamic_masking: fraction of tokens masked.")

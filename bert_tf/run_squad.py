@@ -38,7 +38,7 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import options
-from bert_tf.flags_util import check_positive, define_squad_v2_flags, define_tpu_flags
+from bert_tf.flags_util import check_positive, define_squad_v2_flags
 
 FLAGS = flags.FLAGS
 
@@ -88,9 +88,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "max_answer_length", 30, "Longest answer, in WordPiece tokens.", flag_values=flag_values
     )
     define_squad_v2_flags(flag_values)
-    # --use_tpu --tpu_name ... --distribution_strategy, --iterations_per_loop (alias
-    # --steps_per_loop, its old name here, whose default of 100 it keeps).
-    define_tpu_flags(flag_values, iterations_per_loop=100)
+    # --iterations_per_loop keeps the default of 100 of --steps_per_loop, its old name here.
+    options.define_flags(options.DistributionOptions, flag_values, iterations_per_loop=100)
+    options.define_flags(options.TpuOptions, flag_values)
     flags.DEFINE_bool(
         "verbose_logging",
         False,

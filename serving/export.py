@@ -83,7 +83,10 @@ VOCAB_ASSET = os.path.join("assets", "vocab.txt")
 SQUAD_OPTIONS_ASSET = os.path.join("assets", "squad_options.json")
 
 _STRINGS = tf.TensorSpec([None], tf.string)
-_ENCODER_WARMUP = [["A man is eating food."], ["Hello world!", "BERT in TF Serving."]]
+_ENCODER_WARMUP = [
+    {"text": ["A man is eating food."]},
+    {"text": ["Hello world!", "BERT in TF Serving."]},
+]
 _PAIR_WARMUP = [
     {"text_a": ["The movie was great."], "text_b": [""]},
     {"text_a": ["Is it sunny?", "A dog runs."], "text_b": ["Yes, it is.", ""]},
@@ -113,8 +116,8 @@ def _warmup_log(model_name: str, inputs: dict) -> prediction_log_pb2.PredictionL
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
-    for name, value in inputs.items():
-        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    for name, texts in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(texts, dtype=object)))
     log = prediction_log_pb2.PredictionLog()
     log.predict_log.request.CopyFrom(request)
     return log
@@ -125,7 +128,7 @@ def _write_version(
     export_dir: str | os.PathLike,
     version: int | None,
     vocabulary: Sequence[str],
-    warmup: list[dict],
+    warmup: list[dict[str, list[str]]],
     method_names: dict[str, str] | None = None,
     extra_files: dict[str, str] | None = None,
 ) -> str:
@@ -260,8 +263,9 @@ def export_encoder(
         ids = tf.TensorSpec([None, None], tf.int32)
         endpoints[PRETRAINING_SIGNATURE] = (_pretraining_logits(model), [ids] * 4)
     archive = _archive([model, preprocessor], endpoints)
-    warmup = [{"text": np.array(texts, dtype=object)} for texts in _ENCODER_WARMUP]
-    return _write_version(archive, export_dir, version, preprocessor.tokenizer.vocabulary, warmup)
+    return _write_version(
+        archive, export_dir, version, preprocessor.tokenizer.vocabulary, _ENCODER_WARMUP
+    )
 
 
 # --- Classification / regression ----------------------------------------------------------------
@@ -351,13 +355,12 @@ def export_classifier(
         [classifier, preprocessor],
         {"serving_default": (serve, serve_spec), examples_key: (examples_fn, examples_spec)},
     )
-    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in warmup_inputs]
     return _write_version(
         archive,
         export_dir,
         version,
         preprocessor.tokenizer.vocabulary,
-        warmup,
+        warmup_inputs,
         {examples_key: method},
     )
 
@@ -431,13 +434,12 @@ def export_squad(
         tf.TensorSpec([None], tf.string, name="context"),
     ]
     archive = _archive([span_model, preprocessor], {"serving_default": (serve, spec)})
-    warmup = [{k: np.array(v, dtype=object) for k, v in inputs.items()} for inputs in _SQUAD_WARMUP]
     return _write_version(
         archive,
         export_dir,
         version,
         preprocessor.tokenizer.vocabulary,
-        warmup,
+        _SQUAD_WARMUP,
         extra_files={SQUAD_OPTIONS_ASSET: json.dumps(options, indent=2) + "\n"},
     )
 

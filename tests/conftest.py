@@ -30,6 +30,14 @@ def vocab_file(minilm_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tokenizer(vocab_file):
+    """The uncased MiniLM vocab's `BertTokenizer`."""
+    from bert_tf.text.tokenization import BertTokenizer
+
+    return BertTokenizer(vocab_file)
+
+
+@pytest.fixture(scope="session")
 def gensim_dir() -> Path:
     return fetch.fetch("gensim")
 

@@ -29,9 +29,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bert_tf.flags_util import STRATEGIES
 from bert_tf.modeling.configs import PRESETS
 from bert_tf.options import (
+    DistributionOptions,
     FineTuningLoopOptions,
     ModelSourceOptions,
     PrecisionOptions,
@@ -98,9 +98,7 @@ class TrainingOptions:
     use_xla: bool = option(
         False, "XLA-compile the training step (the scripts' flag)", aliases=("jit_compile",)
     )
-    distribution_strategy: str = option(
-        "one_device", "tf.distribute strategy of the Trainer", choices=STRATEGIES
-    )
+    distribution_strategy: str = same_as(DistributionOptions, "distribution_strategy")
     iterations_per_loop: int = option(
         100,
         "Training steps per call of the compiled loop, and between progress lines (the "

@@ -8,7 +8,8 @@ import tensorflow as tf
 from absl import logging
 
 # Defined in flags_util: defining the flags needs no TensorFlow import.
-from bert_tf.flags_util import STRATEGIES, TPU_ONLY_FLAGS, strategy_name
+from bert_tf.flags_util import TPU_ONLY_FLAGS, strategy_name
+from bert_tf.options import STRATEGIES
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -50,7 +51,8 @@ def get_strategy(
 
 
 def strategy_from_flags(args) -> tf.distribute.Strategy:
-    """The `tf.distribute.Strategy` of `flags_util.define_tpu_flags`' flags (`strategy_name`).
+    """The `tf.distribute.Strategy` that the flags of `options.DistributionOptions` and
+    `options.TpuOptions` select (`flags_util.strategy_name`).
 
     On a TPU: `TPUClusterResolver(tpu=--tpu_name or --master, zone=--tpu_zone,
     project=--gcp_project)`. Call it before any TensorFlow op (multi_worker_mirrored

@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import squad
-from bert_tf.text.tokenization import BertTokenizer
 
 TESTDATA = Path(__file__).parents[1] / "testdata"
 V1 = TESTDATA / "squad_v1.1.json"
 V2 = TESTDATA / "squad_v2.0.json"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(minilm_dir):
-    return BertTokenizer(minilm_dir / "vocab.txt", lower_case=True)
 
 
 def _load_script(directory: Path, name: str):

@@ -48,16 +48,6 @@ HAND_PICKED = [
 
 
 @pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return minilm_dir / "vocab.txt"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(vocab_file):
-    return BertTokenizer(vocab_file)
-
-
-@pytest.fixture(scope="module")
 def hf(minilm_dir):
     tok = tokenizers.Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
     tok.no_padding()

@@ -17,7 +17,6 @@ from tfx.utils import proto_utils
 from bert_tf.data import corpora
 from bert_tf.tasks import pretraining
 from bert_tf.text.masking import example_seed
-from bert_tf.text.tokenization import BertTokenizer
 from tfx_pipeline.components.pretraining_example_gen import Executor
 
 OPTIONS = {"max_seq_length": 48, "dupe_factor": 2, "short_seq_prob": 0.2, "seed": 11}
@@ -33,16 +32,6 @@ def corpus(tmp_path_factory, gensim_dir):
     with open(folder / "b.txt", "a", encoding="utf-8") as f:
         f.write("\n\x01\nA last short document.\nIt has two sentences.\n")
     return folder
-
-
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return minilm_dir / "vocab.txt"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(vocab_file):
-    return BertTokenizer(vocab_file)
 
 
 def _exec_properties(corpus, vocab_file, input_config, output_config) -> dict:

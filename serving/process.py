@@ -30,29 +30,42 @@ from bert_tf.net import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+MAX_RESTARTS = 3
 
 
 class ServerProcess:
     """`python -m serving.server <args>` on free loopback ports; `stop()` sends SIGTERM."""
 
     def __init__(self, args: list[str], log_path: Path, env: dict | None = None):
+        self.args, self.env = list(args), env or os.environ.copy()
+        self.log_path = Path(log_path)
+        self.restarts = 0  # starts again on new ports, after losing a port to another process
+        self._start()
+
+    def _start(self) -> None:
+        # Free now, but another process may bind one before the server does: see wait_available.
         self.port, self.rest_port = free_port(), free_port()
         self.target = f"127.0.0.1:{self.port}"
         self.rest = f"http://127.0.0.1:{self.rest_port}"
-        self.log_path = Path(log_path)
         command = [
             sys.executable,
             "-m",
             "serving.server",
             f"--port={self.port}",
             f"--rest_api_port={self.rest_port}",
-            *args,
+            *self.args,
         ]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=REPO, env=env or os.environ.copy(), stdout=log, stderr=log
-            )
+        with open(self.log_path, "ab" if self.restarts else "wb") as log:
+            self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=log, stderr=log)
         self.channel = grpc.insecure_channel(self.target)
+
+    def _lost_a_port(self) -> bool:
+        """Did the server exit because another process bound one of its ports first?"""
+        return any(
+            line.startswith(f"error: --{flag}={port}: ")
+            for line in self.log().splitlines()
+            for flag, port in (("port", self.port), ("rest_api_port", self.rest_port))
+        )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -61,7 +74,9 @@ class ServerProcess:
         """Waits until a version of `model_name` is AVAILABLE (raises with the log if not).
 
         A server that fails exits and is reported at once; the long timeout is for a busy
-        machine, where importing TensorFlow alone has taken over a minute.
+        machine, where importing TensorFlow alone has taken over a minute. A server that lost
+        a port to another process between `free_port` and its bind starts again on new ports
+        (`target` and `rest` change; at most `MAX_RESTARTS` times).
         """
         stub = model_service_pb2_grpc.ModelServiceStub(self.channel)
         request = get_model_status_pb2.GetModelStatusRequest()
@@ -69,6 +84,12 @@ class ServerProcess:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.process.poll() is not None:
+                if self._lost_a_port() and self.restarts < MAX_RESTARTS:
+                    self.restarts += 1
+                    self.channel.close()
+                    self._start()
+                    stub = model_service_pb2_grpc.ModelServiceStub(self.channel)
+                    continue
                 raise RuntimeError(f"server exited early:\n{self.log()}")
             try:
                 statuses = stub.GetModelStatus(request, timeout=5).model_version_status

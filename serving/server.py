@@ -153,7 +153,8 @@ def delegated_argv(argv: list[str]) -> list[str]:
 
 
 def grpc_server_options(channel_arguments: str) -> dict[str, int | str]:
-    """gRPC server options: TF Serving's message limits, then `--grpc_channel_arguments`.
+    """gRPC server options: TF Serving's message limits, no port sharing, then
+    `--grpc_channel_arguments`.
 
     As TF Serving, a value that parses as an integer is passed as one, anything else as a string.
     Raises ValueError naming the flag on an entry without `=`.
@@ -161,6 +162,9 @@ def grpc_server_options(channel_arguments: str) -> dict[str, int | str]:
     options: dict[str, int | str] = {
         "grpc.max_receive_message_length": GRPC_MAX_MESSAGE_BYTES,
         "grpc.max_send_message_length": GRPC_MAX_MESSAGE_BYTES,
+        # gRPC sets SO_REUSEPORT on Linux: a second server on a taken port would bind and
+        # share its connections silently; without it the bind fails and says so.
+        "grpc.so_reuseport": 0,
     }
     for entry in filter(None, (e.strip() for e in channel_arguments.split(","))):
         key, sep, value = entry.partition("=")
@@ -258,8 +262,15 @@ def serve() -> None:
         futures.ThreadPoolExecutor(FLAGS.grpc_max_threads), options=list(grpc_options.items())
     )
     add_servicers(grpc_server, service)
-    if grpc_server.add_insecure_port(f"{FLAGS.host}:{FLAGS.port}") == 0:
-        sys.exit(f"error: --port={FLAGS.port}: cannot bind {FLAGS.host}:{FLAGS.port}")
+    try:  # grpcio raises on a taken port (older versions returned 0)
+        bound = grpc_server.add_insecure_port(f"{FLAGS.host}:{FLAGS.port}")
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        sys.exit(
+            f"error: --port={FLAGS.port}: cannot bind {FLAGS.host}:{FLAGS.port} "
+            "(in use by another process?)"
+        )
     grpc_server.start()
     logging.info("Running gRPC ModelServer at %s:%d ...", FLAGS.host, FLAGS.port)
     rest = None

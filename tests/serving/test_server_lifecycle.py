@@ -1,6 +1,7 @@
 """Contract tests of version polling, hot swap, bad versions, reload, batching and SIGTERM."""
 
 import shutil
+import socket
 import threading
 import time
 import urllib.request
@@ -190,3 +191,37 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(server):
         thread.join()
     assert errors == [] and len(results) == 3
     assert "Server stopped" in server.log()
+
+
+@pytest.mark.parametrize("lost", ["port", "rest_api_port"])
+def test_a_port_taken_before_the_server_binds_it_means_new_ports(
+    tmp_path, saved_models, install_version, monkeypatch, lost
+):
+    """The race between picking a free port and the server binding it, made to happen: the
+    port handed out is already bound by another socket. The server says which port it could
+    not bind, and ServerProcess starts it again on new ports."""
+    from serving import process
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks = iter([taken.getsockname()[1]] if lost == "port" else [None, taken.getsockname()[1]])
+    real_free_port = process.free_port
+    monkeypatch.setattr(process, "free_port", lambda: next(picks, None) or real_free_port())
+    (tmp_path / "m").mkdir()
+    install_version(saved_models["affine1"], tmp_path / "m", 1)
+    server = process.ServerProcess(
+        ["--embedded", "--model_name=m", f"--model_base_path={tmp_path / 'm'}"],
+        tmp_path / "server.log",
+    )
+    try:
+        server.wait_available("m")
+        assert server.restarts == 1
+        assert f"error: --{lost}={taken.getsockname()[1]}: " in server.log()
+        assert taken.getsockname()[1] not in (server.port, server.rest_port)
+        with ServingClient(server.target) as client:
+            y = client.predict("m", {"x": ROWS4[:1]})["y"]
+        np.testing.assert_allclose(y, 2 * ROWS4[:1] + 1.0)  # affine1: 2x + 1
+    finally:
+        assert server.stop() == 0, server.log()
+        taken.close()

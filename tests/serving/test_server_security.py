@@ -27,6 +27,7 @@ def test_grpc_options_default_to_tf_serving_limits_and_take_channel_arguments():
     assert grpc_server_options("") == {
         "grpc.max_receive_message_length": GRPC_MAX_MESSAGE_BYTES,
         "grpc.max_send_message_length": GRPC_MAX_MESSAGE_BYTES,
+        "grpc.so_reuseport": 0,
     }
     assert GRPC_MAX_MESSAGE_BYTES == 2**31 - 1  # TF Serving's SetMaxMessageSize(kint32max)
     options = grpc_server_options(

@@ -138,6 +138,16 @@ class PretrainingOptions(TrainingOptions):
     min_next_sentence_accuracy: float = option(
         0.0, "Blessing: the held-out next-sentence accuracy must reach this"
     )
+    min_masked_lm_gain: float = option(
+        0.01,
+        "Blessing: the held-out masked-LM accuracy must beat the eval split's constant "
+        "predictor (always its most frequent masked token) by this much",
+    )
+    min_next_sentence_gain: float = option(
+        0.01,
+        "Blessing: the held-out next-sentence accuracy must beat the eval split's majority "
+        "class by this much",
+    )
     max_decrease: float = option(
         0.01,
         "Blessing: largest allowed drop of the blessing metric(s) below the model serving now "
@@ -284,6 +294,13 @@ DEMO_PRETRAINING = PretrainingOptions(
     iterations_per_loop=50,
     min_masked_lm_accuracy=0.05,
     min_next_sentence_accuracy=0.4,
+    # Not gated on the data's baselines: the demo's tiny model does not beat them in the few
+    # hundred steps it trains (measured on held-out Wikipedia articles: masked-LM 0.075 against
+    # the constant predictor's 0.059 after 300 steps, next-sentence at the majority class even
+    # after 2,000), and the tests run it for 40 steps. The evaluator still reports both
+    # baselines; a real pretraining run keeps the default margins.
+    min_masked_lm_gain=-1.0,
+    min_next_sentence_gain=-1.0,
 )
 
 

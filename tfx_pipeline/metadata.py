@@ -121,6 +121,8 @@ def _report_lines(report: dict) -> list[str]:
     lines = []
     for name, minimum in thresholds.items():
         line = f"{name} {_number(candidate.get(name))} (threshold >= {_number(minimum)}"
+        if name in (report.get("data_baselines") or {}):
+            line += f"; a constant predictor scores {_number(report['data_baselines'][name])}"
         if baseline and name in baseline:
             line += (
                 f"; the serving model's {_number(baseline[name])}, at most "

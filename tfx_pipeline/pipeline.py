@@ -155,6 +155,8 @@ def create_pretraining_pipeline(
         transform_graph=transform.outputs["transform_graph"],
         min_masked_lm_accuracy=options.min_masked_lm_accuracy,
         min_next_sentence_accuracy=options.min_next_sentence_accuracy,
+        min_masked_lm_gain=options.min_masked_lm_gain,
+        min_next_sentence_gain=options.min_next_sentence_gain,
         max_decrease=options.max_decrease,
         batch_size=options.eval_batch_size,
         eval_steps=options.eval_steps,

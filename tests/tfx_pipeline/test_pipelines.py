@@ -228,6 +228,11 @@ def test_pretraining_evaluator_blessed_the_model(pretrain, pipeline_helpers):
     }
     for name, minimum in report["thresholds"].items():
         assert report["candidate"][name] >= minimum > 0, name
+    # The eval split's constant-predictor scores are reported (the demo does not gate on them:
+    # see configs.DEMO_PRETRAINING).
+    assert report["gains"] == {"masked_lm_accuracy": -1.0, "next_sentence_accuracy": -1.0}
+    for name, value in report["data_baselines"].items():
+        assert 0.0 < value < 1.0, name
     # First run: nothing served yet, so ServingBaseline's output is the candidate's copy and
     # the comparison is skipped.
     assert report["baseline"] is None
@@ -249,7 +254,11 @@ def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
     assert {n: states.get(n) for n in PRETRAIN_COMPONENTS} == dict.fromkeys(
         PRETRAIN_COMPONENTS, "COMPLETE"
     )
-    assert re.search(r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0.05\)", report)
+    assert re.search(
+        r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0.05; a constant predictor scores "
+        r"0\.0\d+\)",
+        report,
+    )
     assert "\n      blessed: yes\n" in report
     pushed = pipeline_helpers.pushed_model(pretrain.model_base_path)
     assert f"\n      pushed: {pushed}\n" in report

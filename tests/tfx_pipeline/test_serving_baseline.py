@@ -476,6 +476,64 @@ def test_pretraining_evaluator_scores_a_pushed_version_like_the_trainers_keras_m
         pretraining_evaluator.pretraining_heads(str(tmp_path / "nothing_here"))
 
 
+def test_pretraining_gate_is_relative_to_the_datas_constant_predictor(tmp_path):
+    """The blessing thresholds are the eval split's constant-predictor scores plus a margin: a
+    model that always answers the most frequent token and the majority class, or an untrained
+    one, is not blessed; one that beats both baselines by the margin is."""
+    from bert_tf import testing
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertPretrainer
+    from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
+
+    rng = np.random.default_rng(1)
+    n, seq, pred = 40, 12, 3
+    # "the" (id 6) is 3 in 5 weighted masked positions (padding positions weigh 0), and 7 in
+    # 10 pairs are "random next" (label 1).
+    ids = np.full((n, pred), 9, np.int32)  # the last position: padding, never counted
+    ids[:, :2] = np.array([6, 6, 6, 7, 8] * 16).reshape(n, 2)
+    weights = np.ones((n, pred), np.float32)
+    weights[:, 2] = 0.0
+    features = {
+        "input_word_ids": rng.integers(5, len(VOCAB), (n, seq)).astype(np.int32),
+        "input_mask": np.ones((n, seq), np.int32),
+        "input_type_ids": np.zeros((n, seq), np.int32),
+        "masked_lm_positions": rng.integers(1, seq, (n, pred)).astype(np.int32),
+        "masked_lm_ids": ids,
+        "masked_lm_weights": weights,
+        "next_sentence_labels": np.array([1] * 28 + [0] * 12, np.int32),
+    }
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(16)
+    data = pretraining_evaluator.data_baselines(dataset)
+    assert data == pytest.approx({"masked_lm_accuracy": 0.6, "next_sentence_accuracy": 0.7})
+
+    options = {
+        "min_masked_lm_accuracy": 0.05,
+        "min_next_sentence_accuracy": 0.4,
+        "min_masked_lm_gain": 0.01,
+        "min_next_sentence_gain": 0.01,
+    }
+    minimums = pretraining_evaluator.thresholds(data, options)
+    assert minimums == pytest.approx({"masked_lm_accuracy": 0.61, "next_sentence_accuracy": 0.71})
+    # The constant predictor scores exactly the baselines: not blessed, on both metrics.
+    assert len(blessing.validate(data, None, minimums, 0.0)) == 2
+    beats = {name: value + 0.02 for name, value in data.items()}
+    assert blessing.validate(beats, None, minimums, 0.0) == []
+    # An absolute minimum above the baseline still counts.
+    higher = pretraining_evaluator.thresholds(data, {**options, "min_masked_lm_accuracy": 0.9})
+    assert higher["masked_lm_accuracy"] == 0.9
+
+    # An untrained model, scored as the executor scores the Trainer's model: not blessed.
+    keras.utils.set_random_seed(5)
+    model = BertPretrainer(build_encoder(testing.micro_config(vocab_size=len(VOCAB))))
+    model({k: features[k][:1] for k in ("input_word_ids", "input_mask", "input_type_ids",
+                                        "masked_lm_positions")})  # fmt: skip
+    untrained = tmp_path / "untrained"
+    (untrained / "Format-TFMA").mkdir(parents=True)
+    model.save(str(untrained / "Format-TFMA" / KERAS_MODEL_FILE))
+    scores = pretraining_evaluator.evaluate_pretrainer(str(untrained), dataset)
+    assert blessing.validate(scores, None, minimums, 0.0) != []
+
+
 # --- TFMA's Evaluator on ServingBaseline's output ----------------------------------------------
 
 

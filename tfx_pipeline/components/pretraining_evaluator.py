@@ -9,6 +9,12 @@ model (a `ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` an
 baseline (the model serving now, `ServingBaseline`'s) is given, neither drops by more than
 `max_decrease` against the baseline scored on the same examples.
 
+Each threshold is the larger of an absolute minimum and the eval split's own constant-predictor
+baseline plus a margin (`data_baselines`: always the most frequent masked token; always the
+majority next-sentence class): with `min_masked_lm_gain=0.01`, a model must beat "predict the
+most frequent token" by a point, so a constant or untrained model is not blessed, whatever the
+corpus.
+
 Both models are scored through their serving SavedModel's `pretraining_logits` signature
 (`serving.export.export_encoder`): the pushed model itself, so a served version needs nothing
 else to be the baseline. A Trainer model exported before that signature is scored through its
@@ -25,15 +31,16 @@ Example (in a pipeline):
         transform_graph=transform.outputs["transform_graph"],
         model=trainer.outputs["model"],
         baseline_model=baseline.outputs["baseline_model"],
-        min_masked_lm_accuracy=0.05, min_next_sentence_accuracy=0.4)
+        min_masked_lm_gain=0.01, min_next_sentence_gain=0.01)
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 from tfx import types
@@ -49,6 +56,11 @@ from tfx_pipeline.components import blessing
 from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
 METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
+# The blessing's margin over the data's own baseline, per metric (execution parameters).
+GAINS = {
+    "masked_lm_accuracy": "min_masked_lm_gain",
+    "next_sentence_accuracy": "min_next_sentence_gain",
+}
 
 
 class PretrainingEvaluatorSpec(ComponentSpec):
@@ -56,6 +68,8 @@ class PretrainingEvaluatorSpec(ComponentSpec):
         "eval_split": ExecutionParameter(type=str),
         "min_masked_lm_accuracy": ExecutionParameter(type=float),
         "min_next_sentence_accuracy": ExecutionParameter(type=float),
+        "min_masked_lm_gain": ExecutionParameter(type=float),
+        "min_next_sentence_gain": ExecutionParameter(type=float),
         "max_decrease": ExecutionParameter(type=float),
         "batch_size": ExecutionParameter(type=int),
         "eval_steps": ExecutionParameter(type=int),
@@ -112,6 +126,36 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
     return {key: result[key] for key in keys}
 
 
+def data_baselines(dataset: tf.data.Dataset) -> dict[str, float]:
+    """What a constant predictor scores on `dataset`: the masked-LM accuracy of always
+    predicting its most frequent masked token (weighted as the model's accuracy is), the
+    next-sentence accuracy of always predicting its majority class."""
+    token_weights = np.zeros(0)  # per token id, the summed weights of its masked positions
+    labels = np.zeros(2)
+    for batch in dataset.as_numpy_iterator():
+        counted = np.bincount(
+            batch["masked_lm_ids"].ravel(),
+            weights=batch["masked_lm_weights"].ravel().astype(np.float64),
+            minlength=len(token_weights),
+        )
+        token_weights = np.pad(token_weights, (0, len(counted) - len(token_weights))) + counted
+        labels += np.bincount(batch["next_sentence_labels"].ravel(), minlength=2)[:2]
+    if not token_weights.sum() or not labels.sum():
+        raise ValueError("PretrainingEvaluator: the eval split holds no example")
+    return {
+        "masked_lm_accuracy": float(token_weights.max() / token_weights.sum()),
+        "next_sentence_accuracy": float(labels.max() / labels.sum()),
+    }
+
+
+def thresholds(data: Mapping[str, float], exec_properties: Mapping[str, Any]) -> dict[str, float]:
+    """Per metric, the larger of its absolute minimum and the data's baseline plus its gain."""
+    return {
+        name: max(exec_properties[f"min_{name}"], data[name] + exec_properties[GAINS[name]])
+        for name in METRICS
+    }
+
+
 class Executor(blessing.EvaluatorExecutor):
     def Do(
         self,
@@ -146,10 +190,8 @@ class Executor(blessing.EvaluatorExecutor):
             except NotScorable as e:  # a version pushed before the signature existed
                 logging.warning("baseline comparison skipped: %s", e)
                 baseline_model, baseline_note = None, f"not comparable: {e}"
-        minimums = {
-            "masked_lm_accuracy": exec_properties["min_masked_lm_accuracy"],
-            "next_sentence_accuracy": exec_properties["min_next_sentence_accuracy"],
-        }
+        data = data_baselines(dataset)
+        minimums = thresholds(data, exec_properties)
         failures = blessing.validate(candidate, baseline, minimums, exec_properties["max_decrease"])
         logging.info(
             "candidate %s, baseline %s: %s", candidate, baseline, blessing.verdict(failures)
@@ -159,6 +201,8 @@ class Executor(blessing.EvaluatorExecutor):
             "baseline": baseline,
             "baseline_model": baseline_note,
             "thresholds": minimums,
+            "data_baselines": data,
+            "gains": {name: exec_properties[GAINS[name]] for name in METRICS},
             "max_decrease": exec_properties["max_decrease"],
             "failures": failures,
             "blessed": not failures,
@@ -176,7 +220,9 @@ class PretrainingEvaluator(base_component.BaseComponent):
         model: the Trainer's model.
         baseline_model: optional, the model serving now (`ServingBaseline`'s output).
         eval_split: split of `examples` to score.
-        min_masked_lm_accuracy, min_next_sentence_accuracy: thresholds for blessing.
+        min_masked_lm_accuracy, min_next_sentence_accuracy: absolute minimums for blessing.
+        min_masked_lm_gain, min_next_sentence_gain: margins over the eval split's own
+            constant-predictor baselines (`data_baselines`), also needed for blessing.
         max_decrease: largest allowed drop of either accuracy below the baseline's.
         batch_size: evaluation batch size.
         eval_steps: batches to score; 0 scores the whole split.
@@ -194,6 +240,8 @@ class PretrainingEvaluator(base_component.BaseComponent):
         eval_split: str = "eval",
         min_masked_lm_accuracy: float = 0.0,
         min_next_sentence_accuracy: float = 0.0,
+        min_masked_lm_gain: float = 0.01,
+        min_next_sentence_gain: float = 0.01,
         max_decrease: float = 0.0,
         batch_size: int = 32,
         eval_steps: int = 0,
@@ -206,6 +254,8 @@ class PretrainingEvaluator(base_component.BaseComponent):
             eval_split=eval_split,
             min_masked_lm_accuracy=min_masked_lm_accuracy,
             min_next_sentence_accuracy=min_next_sentence_accuracy,
+            min_masked_lm_gain=min_masked_lm_gain,
+            min_next_sentence_gain=min_next_sentence_gain,
             max_decrease=max_decrease,
             batch_size=batch_size,
             eval_steps=eval_steps,

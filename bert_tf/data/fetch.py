@@ -40,7 +40,9 @@ from bert_tf import fileio
 
 @dataclasses.dataclass(frozen=True)
 class Member:
-    """One file inside a package archive: where it is, where it goes, and what it must be."""
+    """One file inside a package archive: where it is, where it goes, and what it must be.
+    An empty `archive_path` is the archive itself (a pure-Python wheel is importable as it is,
+    on `sys.path`)."""
 
     archive_path: str
     name: str
@@ -236,6 +238,37 @@ SOURCES: dict[str, Source] = {
                 ),
             ),
         ),
+        Source(
+            name="model_garden",
+            requirement="tf-models-official==2.16.0",
+            sdist=False,
+            description=(
+                "TF Model Garden (tf-models-official), as the wheel to import from: "
+                "its BertEncoderV2 is the tests' independent oracle"
+            ),
+            members=(
+                Member(
+                    "",
+                    "tf_models_official-2.16.0-py2.py3-none-any.whl",
+                    2742687,
+                    "9d0d8965e25f133948d53af17635123b02e77d9cd3684238afc350fc7afb8b4d",
+                ),
+            ),
+        ),
+        Source(
+            name="gin_config",
+            requirement="gin-config==0.5.0",
+            sdist=False,
+            description="gin-config, which Model Garden's modules import",
+            members=(
+                Member(
+                    "",
+                    "gin_config-0.5.0-py3-none-any.whl",
+                    61327,
+                    "bddb7ca221ea2b46cdb59321e79fecf02d6e3b728906047fcd4076c297609fd6",
+                ),
+            ),
+        ),
     )
 }
 
@@ -295,7 +328,9 @@ def _extract(archive: Path, member: Member, dest: Path) -> None:
     """Copies one member out of a wheel/zip or tar.gz archive to dest, atomically."""
     try:
         with fileio.atomic_path(dest) as tmp:
-            if archive.suffix == ".gz":
+            if not member.archive_path:
+                shutil.copyfile(archive, tmp)
+            elif archive.suffix == ".gz":
                 with tarfile.open(archive) as tar:
                     src = tar.extractfile(member.archive_path)
                     if src is None:

@@ -80,3 +80,34 @@ def test_real_sources_are_in_the_cache_and_verified(minilm_dir, gensim_dir):
         for member in fetch.SOURCES[name].members:
             path = fetch.cache_dir() / name / member.name
             assert path.stat().st_size == member.size
+
+
+def test_a_member_without_archive_path_is_the_archive_itself(monkeypatch, tmp_path):
+    """Pure-Python wheels (Model Garden's, gin-config's) are kept whole: importable from
+    sys.path as they are, verified like any member."""
+    wheel = tmp_path / "built" / "fake_package-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("fake_pkg/__init__.py", "VALUE = 42\n")
+    data = wheel.read_bytes()
+    monkeypatch.setenv("BERT_TFX_CACHE", str(tmp_path / "cache"))
+    source = fetch.Source(
+        name="fake_wheel",
+        requirement="fake-package==1.0",
+        sdist=False,
+        description="test",
+        members=(fetch.Member("", wheel.name, len(data), hashlib.sha256(data).hexdigest()),),
+    )
+    monkeypatch.setitem(fetch.SOURCES, "fake_wheel", source)
+
+    def fake_download(source, into: Path) -> Path:
+        (into / wheel.name).write_bytes(data)
+        return into / wheel.name
+
+    monkeypatch.setattr(fetch, "_download", fake_download)
+    path = fetch.path("fake_wheel", wheel.name)
+    assert path.read_bytes() == data
+    monkeypatch.syspath_prepend(str(path))
+    import fake_pkg
+
+    assert fake_pkg.VALUE == 42

@@ -119,6 +119,9 @@ def _google_outputs(bert, config: dict, inputs, init_checkpoint=None, save_to=No
     from `init_checkpoint` the way run_pretraining loads one, or random ones moved away from
     their initial values (biases, LayerNorm included) and saved to `save_to` with a Saver."""
     with tf.Graph().as_default():
+        # A graph-level seed: Google's initializers have none, and random ops without one
+        # fail once an earlier test in this process enabled op determinism (set_seed).
+        V1.set_random_seed(1)
         google_config = bert.modeling.BertConfig.from_dict(config)
         model = bert.modeling.BertModel(
             config=google_config,

@@ -146,3 +146,36 @@ def test_bad_flags_exit_with_clear_errors(data_dir, tmp_path, run_main, override
     argv = _flags(data_dir, tmp_path, **{"do_train": True, **overrides})
     with pytest.raises(SystemExit, match=f"error: .*{message}"):
         run_main(run_pretraining, *argv)
+
+
+def test_use_xla_compiles_the_training_step_and_trains_the_same(
+    data_dir, tmp_path, run_main, monkeypatch
+):
+    """--use_xla: the Trainer's forward/backward pass is an XLA cluster (its HLO exists), and
+    three steps end at the losses of the same run without XLA (float32, within rounding)."""
+    trainers = []
+    make_trainer = training.make_trainer
+
+    def recording_make_trainer(*args, **kwargs):
+        trainers.append(make_trainer(*args, **kwargs))
+        return trainers[-1]
+
+    monkeypatch.setattr(training, "make_trainer", recording_make_trainer)
+    losses = {}
+    for use_xla in (False, True):
+        output_dir = tmp_path / f"xla_{use_xla}"
+        run_main(
+            run_pretraining,
+            *_flags(data_dir, output_dir, do_train=True, num_train_steps=3, log_steps=1,
+                    iterations_per_loop=1, use_xla=use_xla),
+        )  # fmt: skip
+        history = json.loads((output_dir / training.LOG_FILE).read_text())["history"]
+        losses[use_xla] = [e["loss"] for e in history]
+    assert [t.jit_compile for t in trainers] == [False, True]
+    batch = next(
+        iter(pretraining.read_pretraining_dataset(str(data_dir.input_file), SEQ, PRED, 16))
+    )
+    hlo = trainers[1]._gradients_fn.experimental_get_compiler_ir(batch)(stage="hlo")
+    assert "HloModule" in hlo
+    assert len(losses[True]) == 3
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)

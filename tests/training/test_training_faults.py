@@ -74,8 +74,9 @@ def test_kill_9_at_random_points_then_rerun_finishes(data, minilm_dir, tmp_path)
     """Three SIGKILLs at seeded random moments (mid-training or mid-save once a run has made
     progress, and once anywhere in a run's first seconds), each followed by a restart: the
     latest checkpoint reads back after every kill, and the last run finishes at the planned
-    step with a continuous training log. With --dynamic_masking, so the re-masking seeds
-    replay from the restored input position too."""
+    step with a continuous training log, and with the final weights and losses of the same
+    run never interrupted. With --dynamic_masking, so the re-masking seeds replay from the
+    restored input position too."""
     steps, every = 60, 5
     command = [
         sys.executable,
@@ -135,6 +136,27 @@ def test_kill_9_at_random_points_then_rerun_finishes(data, minilm_dir, tmp_path)
     history = json.loads((tmp_path / training.LOG_FILE).read_text())["history"]
     assert all(np.isfinite(e["loss"]) for e in history)
     assert history[-1]["loss"] < history[0]["loss"]
+
+    # The same command never interrupted: the same final weights and losses, because a resume
+    # restores the weights, optimizer, step, dropout RNG state and input position (and, with
+    # --dynamic_masking, the masks follow from the position).
+    reference_dir = tmp_path / "uninterrupted"
+    reference = [a if not a.startswith("--output_dir=") else f"--output_dir={reference_dir}"
+                 for a in command]  # fmt: skip
+    done = subprocess.run(reference, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference_history = json.loads((reference_dir / training.LOG_FILE).read_text())["history"]
+    assert [e["loss"] for e in history] == pytest.approx(
+        [e["loss"] for e in reference_history], rel=1e-5
+    )
+    resumed = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+    uninterrupted = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(reference_dir)))
+    names = sorted(uninterrupted.get_variable_to_shape_map())
+    assert names == sorted(resumed.get_variable_to_shape_map())
+    for name in names:
+        value = uninterrupted.get_tensor(name)
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            np.testing.assert_allclose(resumed.get_tensor(name), value, atol=1e-6, err_msg=name)
 
 
 class SimulatedCrash(BaseException):

@@ -6,6 +6,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import dataclasses
+import importlib.util
 import itertools
 import random
 from collections.abc import Callable
@@ -55,6 +56,18 @@ def chinese_vocab() -> Path:
 @pytest.fixture(scope="session")
 def squad_scripts_dir() -> Path:
     return fetch.fetch("squad_scripts")
+
+
+@pytest.fixture(scope="session")
+def official_squad(squad_scripts_dir):
+    """The official SQuAD evaluation scripts (Model Garden's copies) as modules: (v1.1, v2.0)."""
+    modules = []
+    for name in ("squad_evaluate_v1_1", "squad_evaluate_v2_0"):
+        spec = importlib.util.spec_from_file_location(name, squad_scripts_dir / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return tuple(modules)
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """run_squad end to end: train a tiny BERT, predict, and score like the official scripts."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,13 +11,6 @@ from bert_tf import run_squad, testing, training
 from bert_tf.tasks import squad
 
 TESTDATA = Path(__file__).parent / "testdata"
-
-
-def _official(squad_scripts_dir: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, squad_scripts_dir / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +32,7 @@ def _eval_results(output_dir: Path) -> dict[str, float]:
 
 
 def test_overfits_ten_questions_and_scores_like_the_official_script(
-    run_main, tmp_path, minilm_dir, bert_config_file, squad_scripts_dir
+    run_main, tmp_path, minilm_dir, bert_config_file, official_squad
 ):
     # 11 questions on 3 contexts; 120 steps of the full set teach a random tiny BERT them.
     data = json.loads((TESTDATA / "squad_v1.1.json").read_text(encoding="utf-8"))
@@ -70,9 +62,7 @@ def test_overfits_ten_questions_and_scores_like_the_official_script(
     nbest = json.loads((output_dir / "nbest_predictions.json").read_text(encoding="utf-8"))
     assert set(predictions) == set(nbest) == {qa["id"] for qa in squad.iter_questions(data["data"])}
     assert not (output_dir / "null_odds.json").exists()
-    official = _official(squad_scripts_dir, "squad_evaluate_v1_1").evaluate(
-        data["data"], predictions
-    )
+    official = official_squad[0].evaluate(data["data"], predictions)
     results = _eval_results(output_dir)
     assert results["exact_match"] == pytest.approx(100 * official["exact_match"])
     assert results["f1"] == pytest.approx(100 * official["final_f1"])
@@ -80,7 +70,7 @@ def test_overfits_ten_questions_and_scores_like_the_official_script(
 
 
 def test_v2_train_then_predict_from_checkpoint(
-    run_main, tmp_path, minilm_dir, bert_config_file, squad_scripts_dir
+    run_main, tmp_path, minilm_dir, bert_config_file, official_squad
 ):
     predict_file = TESTDATA / "squad_v2.0.json"
     output_dir = tmp_path / "out"
@@ -111,7 +101,7 @@ def test_v2_train_then_predict_from_checkpoint(
     for qas_id, text in predictions.items():  # threshold 0: "" exactly when the odds are > 0
         assert (text == "") == (null_odds[qas_id] > 0), qas_id
     dataset = squad.read_squad_json(predict_file)
-    official = _official(squad_scripts_dir, "squad_evaluate_v2_0").evaluate(dataset, predictions)
+    official = official_squad[1].evaluate(dataset, predictions)
     results = _eval_results(output_dir)
     assert results["total"] == 38
     for key, value in results.items():

@@ -1,7 +1,6 @@
 """SQuAD library: reading, windowing, span decoding and EM/F1 parity with the official scripts."""
 
 import copy
-import importlib.util
 import json
 import random
 from pathlib import Path
@@ -14,21 +13,6 @@ from bert_tf.tasks import squad
 TESTDATA = Path(__file__).parents[1] / "testdata"
 V1 = TESTDATA / "squad_v1.1.json"
 V2 = TESTDATA / "squad_v2.0.json"
-
-
-def _load_script(directory: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, directory / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def official(squad_scripts_dir):
-    return (
-        _load_script(squad_scripts_dir, "squad_evaluate_v1_1"),
-        _load_script(squad_scripts_dir, "squad_evaluate_v2_0"),
-    )
 
 
 def _write(tmp_path: Path, data: dict) -> Path:
@@ -308,8 +292,8 @@ def _prediction_sets(dataset):
     }
 
 
-def test_v1_metrics_equal_official_script(official):
-    official_v1, _ = official
+def test_v1_metrics_equal_official_script(official_squad):
+    official_v1, _ = official_squad
     dataset = squad.read_squad_json(V1)
     results = {}
     for name, predictions in _prediction_sets(dataset).items():
@@ -324,8 +308,8 @@ def test_v1_metrics_equal_official_script(official):
         assert 0 < results[name]["exact_match"] < results[name]["f1"] < 100, name
 
 
-def test_v2_metrics_equal_official_script(official):
-    _, official_v2 = official
+def test_v2_metrics_equal_official_script(official_squad):
+    _, official_v2 = official_squad
     dataset = squad.read_squad_json(V2)
     results = {}
     for name, predictions in _prediction_sets(dataset).items():

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -471,19 +472,26 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
     for name, rows in (("train", examples[:140]), ("dev", examples[140:])):
         lines = ["text\tlabel"] + [f"{text}\t{'pos' if label else 'neg'}" for text, label in rows]
         (data / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    paths = {"data": data, "runs/tfx_cls": root / "pipeline", "runs/serving": root / "serving"}
     pipeline_helpers.run_in_process(
         run,
-        *pipeline_helpers.readme_pipeline_args("classify", paths, minilm_dir),
-        f"--max_seq_length={SEQ}",
-        "--train_batch_size=16",
-        "--iterations_per_loop=10",
-        BEAM_ARGS,
+        *_classify_args(root, root / "pipeline", root / "serving", minilm_dir, pipeline_helpers),
         f"--num_train_epochs={CLASSIFY_EPOCHS}",  # 60 steps: ceil(6.857 x 140 / 16)
         "--learning_rate=1e-4",
         f"--min_metric={MIN_DEV_ACCURACY}",
     )
     return root
+
+
+def _classify_args(root, pipeline_root, serving, minilm_dir, pipeline_helpers) -> list[str]:
+    """The README's classify command on root/polarity, with the tests' tiny flags."""
+    paths = {"data": root / "polarity", "runs/tfx_cls": pipeline_root, "runs/serving": serving}
+    return [
+        *pipeline_helpers.readme_pipeline_args("classify", paths, minilm_dir),
+        f"--max_seq_length={SEQ}",
+        "--train_batch_size=16",
+        "--iterations_per_loop=10",
+        BEAM_ARGS,
+    ]
 
 
 def test_classification_components_all_succeeded(classify, pipeline_helpers):
@@ -588,3 +596,35 @@ def test_tfma_metrics_blessed_the_classifier(classify, dev_predictions, pipeline
     validation = tfma.load_validation_result(evaluation)
     assert validation.validation_ok
     assert [d.num_matching_slices for d in validation.validation_details.slicing_details] == [1]
+
+
+def test_a_worse_classifier_is_rejected_against_the_serving_one(
+    classify, tmp_path, minilm_dir, pipeline_helpers
+):
+    """TFMA's change threshold in a real second run: a copy of the first run's serving folder,
+    a new pipeline root, and a Trainer that barely moves the MiniLM weights and the new head
+    (one step at a learning rate of 1e-9, where the first run trained 60 at 1e-4). With no
+    absolute minimum, only the comparison against the serving model can reject it, and it
+    does: not blessed, not pushed, the serving version untouched."""
+    import tensorflow_model_analysis as tfma
+
+    serving = tmp_path / "serving"
+    shutil.copytree(classify / "serving", serving)
+    served = pipeline_helpers.pushed_model(serving / CLASSIFY_MODEL)
+    pipeline_root = tmp_path / "pipeline"
+    pipeline_helpers.run_in_process(
+        run,
+        *_classify_args(classify, pipeline_root, serving, minilm_dir, pipeline_helpers),
+        "--train_steps=1",
+        "--learning_rate=1e-9",
+        "--min_metric=0",
+    )
+    assert pipeline_helpers.blessings(pipeline_root / "metadata.sqlite") == [0]
+    assert pipeline_helpers.pushed_model(serving / CLASSIFY_MODEL) == served
+    (evaluation,) = glob.glob(str(pipeline_root / "Evaluator/evaluation/*"))
+    validation = tfma.load_validation_result(evaluation)
+    assert not validation.validation_ok
+    # The one failure is the main metric's difference against the serving model (a "diff"
+    # metric key is how TFMA validates a change threshold).
+    failed = [f.metric_key for m in validation.metric_validations_per_slice for f in m.failures]
+    assert [(k.name, k.is_diff) for k in failed] == [("sparse_categorical_accuracy", True)]

@@ -8,7 +8,6 @@ evaluator's official scoring line up. Windows of 64 tokens with a stride of 24 c
 context into several windows.
 """
 
-import importlib.util
 import json
 import re
 import shutil
@@ -36,13 +35,6 @@ COMPONENTS = {
     "SquadEvaluator",
     "Pusher",
 }
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +101,7 @@ def test_example_gen_writes_doc_stride_windows(squad_run, squad_data, pipeline_h
 
 
 def test_evaluator_scores_the_pushed_model_like_the_official_script(
-    squad_run, squad_data, squad_scripts_dir, pipeline_helpers
+    squad_run, squad_data, official_squad, pipeline_helpers
 ):
     (report_file,) = (squad_run / "pipeline/SquadEvaluator/evaluation").glob("*/metrics.json")
     report = json.loads(report_file.read_text(encoding="utf-8"))
@@ -139,8 +131,7 @@ def test_evaluator_scores_the_pushed_model_like_the_official_script(
     assert report["predictions"] == predictions
     expected = squad.squad_v1_metrics(dataset, predictions)
     assert report["candidate"] == pytest.approx(expected)
-    official = _load("squad_evaluate_v1_1", squad_scripts_dir / "squad_evaluate_v1_1.py")
-    scores = official.evaluate(dataset, predictions)
+    scores = official_squad[0].evaluate(dataset, predictions)
     assert expected["exact_match"] == pytest.approx(100 * scores["exact_match"])
     assert expected["f1"] == pytest.approx(100 * scores["final_f1"])
 

@@ -3,12 +3,12 @@ r"""The measured inputs of docs/scaling.md: step time and MFU of BERT-base, inpu
     python -m bench.scaling_inputs --out=bench/results/scaling_inputs.json
     python -m bench.scaling_inputs --presets=base,large --seq_lengths=128,512 --batch_size=8
 
-For each preset and sequence length: `Trainer`'s compiled pretraining step (what
-`run_pretraining` runs; float32, XLA on) on a synthetic full-length batch, the median of
-`--rounds` timed calls after a warm-up, its model FLOPs (`bench.train_suite.model_flops_per_step`)
-and the model-FLOPs utilisation against the best `tf.matmul` rate measured in the same process.
-Then the input side: records per second that `bert_tf.tasks.pretraining.pretraining_dataset` delivers
-(read, parse, shuffle, batch) with static masks and with dynamic re-masking, on records made by
+For each preset and sequence length: `Trainer`'s compiled pretraining step (what `run_pretraining`
+runs; float32, XLA on) on a synthetic full-length batch, the median of `--rounds` timed calls after
+a warm-up, its model FLOPs (`bench.train_suite.model_flops_per_step`) and the model-FLOPs
+utilisation against the best `tf.matmul` rate measured in the same process. Then the input side:
+records per second that `bert_tf.tasks.pretraining.pretraining_dataset` delivers (read, parse,
+shuffle, batch) with static masks and with dynamic re-masking, on records made by
 `create_pretraining_data` from the Lee corpus. Writes `--out` (JSON) and prints it.
 
 Every rate is given per wall second and per CPU second of this process (all its threads): on a

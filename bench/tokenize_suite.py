@@ -1,4 +1,5 @@
-"""WordPiece tokenization speed and parity: `bert_tf.text.tokenization` against HF `tokenizers` (Rust).
+"""WordPiece tokenization speed and parity: `bert_tf.text.tokenization` against HF `tokenizers`
+(Rust).
 
 Both tokenize the same Wikipedia sentences with the same uncased vocab, no special tokens:
 - batched: ours as the training input pipeline runs it, a `tf.data` map of `BertTokenizer` over

@@ -1,7 +1,7 @@
 r"""Creates BERT masked-LM / next-sentence pretraining TFRecords from plain text.
 
-Same flags, algorithm and record layout as google-research/bert `create_pretraining_data.py`
-(see `bert_tf.tasks.pretraining.records`). Input: one sentence per line, a blank line between documents.
+Same flags, algorithm and record layout as google-research/bert `create_pretraining_data.py` (see
+`bert_tf.tasks.pretraining.records`). Input: one sentence per line, a blank line between documents.
 
     python -m bert_tf.create_pretraining_data \
         --input_file='corpus/*.txt' --output_file=train-0.tfrecord,train-1.tfrecord \

@@ -379,7 +379,8 @@ def export_squad(
     version_2_with_negative: bool = False,
     null_score_diff_threshold: float = 0.0,
 ) -> str:
-    """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) -> `bert_tf.tasks.squad.ingraph.squad_answers`.
+    """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) ->
+    `bert_tf.tasks.squad.ingraph.squad_answers`.
 
     `preprocessor.seq_length` is the window length (google-research `max_seq_length`). A SQuAD
     v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than

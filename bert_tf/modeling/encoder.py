@@ -48,8 +48,9 @@ def encoder_inputs(name_prefix: str = "") -> dict[str, keras.KerasTensor]:
 class BertEncoder(keras.Model):
     """BERT encoder; constructor args are the `BertConfig` fields.
 
-    The word embedding layer is a keras-nlp `ReversibleEmbedding` (`bert_tf.modeling.layers.WordEmbedding`),
-    so the masked-LM head can reuse it as its (tied) output projection.
+    The word embedding layer is a keras-nlp `ReversibleEmbedding`
+    (`bert_tf.modeling.layers.WordEmbedding`), so the masked-LM head can reuse it as its (tied)
+    output projection.
     """
 
     def __init__(

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-# Defined in flags_util: defining the flags needs no TensorFlow import.
+# The flags these read are defined without TensorFlow (bert_tf.options, flags_util).
 from bert_tf.flags_util import TPU_ONLY_FLAGS, strategy_name
 from bert_tf.options import STRATEGIES
 

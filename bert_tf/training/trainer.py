@@ -142,8 +142,8 @@ class Trainer:
     Args:
         model: a `bert_tf.modeling.models` task model (or `BertEncoder`), built under
             `strategy.scope()`.
-        optimizer: e.g. `bert_tf.training.optimization.create_optimizer(...)`, built under the same scope;
-            wrapped in a `LossScaleOptimizer` when the global policy is `mixed_float16`.
+        optimizer: e.g. `bert_tf.training.optimization.create_optimizer(...)`, built under the
+            same scope; wrapped in a `LossScaleOptimizer` when the global policy is `mixed_float16`.
         loss_fn: `(model, batch) -> (loss, metrics)`: a scalar mean loss over the (micro-)batch
             of one replica, and a dict of scalar metrics averaged the same way. It must call the
             model with `training=True`.

@@ -96,8 +96,7 @@ def load() -> types.SimpleNamespace:
     package._oracle = True
     sys.modules["bert"] = package
     shared = flags.FlagValues()  # tokenization's flag is create_pretraining_data's too
-    contrib = types.ModuleType("tensorflow.contrib")
-    contrib.layers = types.SimpleNamespace(layer_norm=_layer_norm)
+    contrib_layers = types.SimpleNamespace(layer_norm=_layer_norm)
     for name in MODULES:  # dependency order
         path = folder / f"{name}.py"
         source = path.read_text()
@@ -110,7 +109,7 @@ def load() -> types.SimpleNamespace:
         module = types.ModuleType(f"bert.{name}")
         module.__file__ = str(path)
         module._TF1_SHIM = _TF1(flags.FlagValues() if name == "run_pretraining" else shared)
-        module.contrib_layers = contrib.layers
+        module.contrib_layers = contrib_layers
         sys.modules[module.__name__] = module
         exec(compile(source, str(path), "exec"), module.__dict__)
         module._TF1_SHIM.flags.FLAGS.mark_as_parsed()  # defaults readable; see run_main

@@ -1,4 +1,5 @@
-"""Tests for bert_tf.text.tokenization: parity with HF `tokenizers`, packing, errors, save/export."""
+"""Tests for bert_tf.text.tokenization: parity with HF `tokenizers`, packing, errors,
+save/export."""
 
 import bz2
 import shutil

@@ -1,10 +1,10 @@
 """PretrainingEvaluator: held-out masked-LM / next-sentence accuracy, thresholds, blessing.
 
-TFMA computes metrics from a model's predictions on examples, but BERT's pretraining metrics
-need the masked positions and weights of each example fed into the model and a weighted
-accuracy over the predicted positions only, which TFMA's metric specs cannot express. This
-component does that on Transform's eval split with `bert_tf.modeling.heads`' accuracies, then blesses the
-model (a `ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` and
+TFMA computes metrics from a model's predictions on examples, but BERT's pretraining metrics need
+the masked positions and weights of each example fed into the model and a weighted accuracy over the
+predicted positions only, which TFMA's metric specs cannot express. This component does that on
+Transform's eval split with `bert_tf.modeling.heads`' accuracies, then blesses the model (a
+`ModelBlessing` with TFMA Evaluator's custom properties, so `Pusher` and
 `LatestBlessedModelStrategy` accept it) when both accuracies reach their thresholds and, if a
 baseline (the model serving now, `ServingBaseline`'s) is given, neither drops by more than
 `max_decrease` against the baseline scored on the same examples.

@@ -1,8 +1,8 @@
 """Module file of the fine-tuning pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
 
 Transform tokenizes and packs `text_a` (and `text_b` when not "") with
-`bert_tf.text.tokenization.pair_features` on a `BertPreprocessor`: the very function the exported model's
-signatures run, so training and serving ids agree by construction.
+`bert_tf.text.tokenization.pair_features` on a `BertPreprocessor`: the very function the exported
+model's signatures run, so training and serving ids agree by construction.
 
 The Trainer fine-tunes `BertClassifier` (regression: one output) with `bert_tf.training.Trainer`
 and `run_classifier`'s loss, warm-started from the Trainer's `base_model` (an imported checkpoint

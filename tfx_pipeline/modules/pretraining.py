@@ -1,10 +1,10 @@
 """Module file of the pretraining pipeline: Transform's `preprocessing_fn`, Trainer's `run_fn`.
 
 Transform turns PretrainingExampleGen's text pairs into google-research's pretraining features:
-WordPiece tokenization and packing with `bert_tf.text.tokenization.BertPreprocessor` (tensorflow-text,
-vocab baked into the transform graph) and masked-LM masking with `bert_tf.text.masking.MaskedLmMasker`
-(15%, 80/10/10), seeded per example by the ExampleGen's `masking_seed`, so reruns and
-distributed workers produce the same examples.
+WordPiece tokenization and packing with `bert_tf.text.tokenization.BertPreprocessor`
+(tensorflow-text, vocab baked into the transform graph) and masked-LM masking with
+`bert_tf.text.masking.MaskedLmMasker` (15%, 80/10/10), seeded per example by the ExampleGen's
+`masking_seed`, so reruns and distributed workers produce the same examples.
 
 The Trainer pretrains `BertPretrainer` with `bert_tf.training.Trainer` and exports:
 - `serving_model_dir`: `serving.export.export_encoder`'s raw-text SavedModel, embedding

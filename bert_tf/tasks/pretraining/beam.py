@@ -1,7 +1,7 @@
 """`create_pretraining_data` as an Apache Beam pipeline: the same records, on any Beam runner.
 
-The work is `bert_tf.tasks.pretraining.records`'s, split into Beam transforms that any pipeline can reuse.
-The TFX pretraining ExampleGen (`tfx_pipeline/components/pretraining_example_gen.py`) reads,
+The work is `bert_tf.tasks.pretraining.records`'s, split into Beam transforms that any pipeline can
+reuse. The TFX pretraining ExampleGen (`tfx_pipeline/components/pretraining_example_gen.py`) reads,
 orders and tasks its corpus (per output split) with `ReadDocuments(keep_text=True)` and
 `CorpusTasks`; only its last step, pairs of raw text rather than masked records, differs:
 
@@ -25,8 +25,8 @@ orders and tasks its corpus (per output split) with `ReadDocuments(keep_text=Tru
   ExampleGen instead writes each `records.sentence_pairs` pair as text.)
 
 Every random choice is seeded per (seed, duplication round, document[, instance]) (see
-`bert_tf.tasks.pretraining.records`), and masking is stateless per row, so the records do not depend on
-the runner, the number of workers or how elements are batched: the pipeline writes exactly the
+`bert_tf.tasks.pretraining.records`), and masking is stateless per row, so the records do not depend
+on the runner, the number of workers or how elements are batched: the pipeline writes exactly the
 records of the single-process path, in another order (the shards are unordered).
 
 Example (the script's `--runner` does this):

@@ -1,5 +1,5 @@
-"""Reading pretraining TFRecords (`bert_tf.tasks.pretraining.records`' layout, or the original tool's):
-each file checked (framing and first record) before reading, then parsed into the model's
+"""Reading pretraining TFRecords (`bert_tf.tasks.pretraining.records`' layout, or the original
+tool's): each file checked (framing and first record) before reading, then parsed into the model's
 inputs and the masked-LM/NSP labels as a tf.data pipeline (file shuffling, interleave, shuffle
 buffer, batches).
 """

@@ -197,7 +197,8 @@ class InferenceService:
         start = time.monotonic()
         status = "OK"
         try:
-            return call()
+            with self.metrics.in_flight(model_name, api).track_inprogress():
+                return call()
         except ServingError as e:
             status = e.code.name
             raise

@@ -2,7 +2,9 @@
 
 Served at the `--monitoring_config_file`'s path (TF Serving: `/monitoring/prometheus/metrics`) on
 the REST port. Counters are exposed without prometheus_client's `_total` suffix, as TF Serving
-does, so dashboards built for the real server work on this one.
+does, so dashboards built for the real server work on this one. One gauge is ours, not TF
+Serving's: `bert_tfx_requests_in_flight` (requests being answered now, by model and API), what a
+drain or an autoscaler waits on.
 
 Example:
 
@@ -76,6 +78,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._in_flight = prometheus_client.Gauge(
+            "bert_tfx_requests_in_flight",
+            "Requests being answered now (not a TF Serving metric).",
+            ("model_name", "API"),
+            registry=self.registry,
+        )
         self._batch_size = prometheus_client.Histogram(
             ":tensorflow:serving:batching_session:processed_batch_size",
             "Distribution of the (padded) sizes of the batches run.",
@@ -86,6 +94,15 @@ class Metrics:
 
     def count_request(self, model_name: str, api: str, status: str) -> None:
         self._counters.inc(":tensorflow:serving:request_count", model_name, api, status)
+
+    def in_flight(self, model_name: str, api: str) -> prometheus_client.Gauge:
+        """One model and API's in-flight gauge (`with ....track_inprogress(): answer()`)."""
+        return self._in_flight.labels(model_name, api)
+
+    def requests_in_flight(self) -> int:
+        """Requests being answered now, all models and APIs."""
+        samples = self._in_flight.collect()[0].samples
+        return int(sum(sample.value for sample in samples))
 
     def observe_latency(self, model_name: str, api: str, entrypoint: str, micros: float) -> None:
         self._latency.labels(model_name, api, entrypoint).observe(micros)

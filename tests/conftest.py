@@ -8,6 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import dataclasses
 import importlib.util
 import itertools
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,17 @@ from bert_tf.modeling.configs import BertConfig
 def minilm_dir() -> Path:
     """all-MiniLM-L6-v2 (HF layout: config.json, model.safetensors, vocab.txt, tokenizer.json)."""
     return fetch.fetch("minilm")
+
+
+@pytest.fixture(scope="session")
+def minilm_reference() -> dict:
+    """HF transformers' outputs for `minilm_dir` (tests/testdata/minilm_reference.json, made by
+    experiments/minilm_reference.py in the reference environment; its "regenerate" says how).
+    Under "outputs", per sentence of "sentences": "input_ids", "tokens", "cls_sequence_output"
+    (last layer at [CLS]) and "embedding" (mask mean-pooled, L2-normalised); and the embeddings'
+    "cosine_similarities", in the order of "sentences"."""
+    path = Path(__file__).parent / "testdata" / "minilm_reference.json"
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")

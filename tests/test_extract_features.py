@@ -19,7 +19,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_extract_features_from_hf_folder_matches_reference(tmp_path, minilm_dir):
+def test_extract_features_from_hf_folder_matches_reference(tmp_path, minilm_dir, minilm_reference):
+    reference = minilm_reference["outputs"]["A man is eating food."]
     input_file = tmp_path / "input.txt"
     input_file.write_text(
         "A man is eating food.\nWho was Jim Henson ? ||| Jim Henson was an American puppeteer who created the Muppets\n"
@@ -38,15 +39,13 @@ def test_extract_features_from_hf_folder_matches_reference(tmp_path, minilm_dir)
     assert [r["linex_index"] for r in records] == [0, 1]
 
     single, pair = records
-    assert [f["token"] for f in single["features"]] == [
-        "[CLS]", "a", "man", "is", "eating", "food", ".", "[SEP]",
-    ]  # fmt: skip
+    assert [f["token"] for f in single["features"]] == reference["tokens"]
     cls_layers = single["features"][0]["layers"]
     assert [layer["index"] for layer in cls_layers] == [-1, -6]
     assert len(cls_layers[0]["values"]) == 384
     # HF/PyTorch reference of all-MiniLM-L6-v2, last layer at [CLS].
     assert cls_layers[0]["values"][:5] == pytest.approx(
-        [-0.00255, 0.117697, 0.003738, 0.244708, -0.517231], abs=1e-4
+        reference["cls_sequence_output"][:5], abs=1e-4
     )
     tokens = [f["token"] for f in pair["features"]]
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and tokens[-1] == "[SEP]"

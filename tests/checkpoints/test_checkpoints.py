@@ -24,7 +24,6 @@ FEATURES = {
     "input_type_ids": np.zeros_like(IDS),
 }
 PRETRAINING_FEATURES = {**FEATURES, "masked_lm_positions": np.array([[1, 2], [3, 4]], "int32")}
-MINILM_IDS = np.array([[101, 1037, 2158, 2003, 5983, 2833, 1012, 102]], dtype="int32")
 
 
 def _variables(model):
@@ -206,7 +205,7 @@ def test_hf_bert_prefix_and_pretraining_heads(minilm_dir, tmp_path):
     _assert_same_variables(model.encoder, encoder)
 
 
-def test_convert_checkpoint_script(minilm_dir, tmp_path):
+def test_convert_checkpoint_script(minilm_dir, minilm_reference, tmp_path):
     out = tmp_path / "google"
     result = subprocess.run(
         [
@@ -231,10 +230,11 @@ def test_convert_checkpoint_script(minilm_dir, tmp_path):
     from_google = build_encoder(config)
     checkpoints.load_pretrained(from_google, out)
     _assert_same_variables(from_hf, from_google)
+    ids = np.array([minilm_reference["outputs"]["A man is eating food."]["input_ids"]], "int32")
     features = {
-        "input_word_ids": MINILM_IDS,
-        "input_mask": np.ones_like(MINILM_IDS),
-        "input_type_ids": np.zeros_like(MINILM_IDS),
+        "input_word_ids": ids,
+        "input_mask": np.ones_like(ids),
+        "input_type_ids": np.zeros_like(ids),
     }
     np.testing.assert_array_equal(
         from_hf(features)["sequence_output"], from_google(features)["sequence_output"]

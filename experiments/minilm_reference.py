@@ -3,7 +3,10 @@ transformers on PyTorch from the same folder (config.json, model.safetensors, to
 
 For each sentence: HF's token ids and tokens, the last layer at [CLS] (`sequence_output[0]`) and
 the sentence-transformers embedding (attention-mask mean pooling, then L2 normalisation), whole
-384-vectors; and the embeddings' cosine similarities. It writes them, with the date, the
+384-vectors; and the embeddings' cosine similarities. With `--lee_corpus` (gensim's `lee.cor`,
+one news document per line) also the cosines of the 50 Lee documents' embeddings (each
+truncated to 256 tokens, sentence-transformers' limit for this model), pair by pair: what the
+demo correlates with the human ratings. It writes them, with the date, the
 transformers / torch versions, the folder's config and its weights' sha256, as sorted-key JSON
 (tests/testdata/minilm_reference.json, the tests' `minilm_reference` fixture).
 
@@ -11,7 +14,8 @@ It runs in the reference environment, never in .venv: it imports no project pack
 TensorFlow, only transformers, torch and absl.
 
     make reference-env && \
-        .venv-ref/bin/python -m experiments.minilm_reference --minilm_dir=$HOME/.cache/bert_tfx/minilm
+        .venv-ref/bin/python -m experiments.minilm_reference --minilm_dir=$HOME/.cache/bert_tfx/minilm \
+        --lee_corpus=$HOME/.cache/bert_tfx/gensim/lee.cor
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ DEFAULT_OUTPUT = (
 )
 REGENERATE = (
     "make reference-env && .venv-ref/bin/python -m experiments.minilm_reference "
-    "--minilm_dir=<MiniLM folder>"
+    "--minilm_dir=<MiniLM folder> --lee_corpus=<gensim test data>/lee.cor"
 )
+LEE_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 SENTENCES = (
     "A man is eating food.",
     "A man is eating a piece of bread.",
@@ -56,6 +61,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "Where the JSON goes (replaced atomically).",
         flag_values=flag_values,
     )
+    flags.DEFINE_string(
+        "lee_corpus",
+        None,
+        "gensim's lee.cor (`make data` puts it in ~/.cache/bert_tfx/gensim): adds the Lee "
+        "documents' pairwise cosines.",
+        flag_values=flag_values,
+    )
     flags.mark_flag_as_required("minilm_dir", flag_values=flag_values)
 
 
@@ -63,8 +75,22 @@ def _vector(tensor) -> list[float]:
     return [round(float(x), DECIMALS) for x in tensor]
 
 
-def reference(minilm_dir: Path) -> dict:
-    """The reference values of `SENTENCES` for the HF BERT folder `minilm_dir`."""
+def _embed(model, tokenizer, text: str, max_length: int | None = None):
+    """The sentence-transformers embedding of one text (one a batch: no padding)."""
+    import torch
+
+    inputs = tokenizer(
+        [text], return_tensors="pt", truncation=bool(max_length), max_length=max_length
+    )
+    sequence = model(**inputs).last_hidden_state[0]
+    mask = inputs["attention_mask"][0, :, None].to(sequence.dtype)
+    embedding = torch.nn.functional.normalize((sequence * mask).sum(0) / mask.sum(), dim=0)
+    return inputs, sequence, embedding
+
+
+def reference(minilm_dir: Path, lee_corpus: Path | None = None) -> dict:
+    """The reference values of `SENTENCES` (and of the Lee documents in `lee_corpus`, when
+    given) for the HF BERT folder `minilm_dir`."""
     # Never the hub: everything comes from the folder.
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
@@ -78,11 +104,7 @@ def reference(minilm_dir: Path) -> dict:
     outputs, embeddings = {}, []
     with torch.inference_mode():
         for sentence in SENTENCES:
-            # One sentence a batch: no padding, so the mean over the mask is the mean over all.
-            inputs = tokenizer([sentence], return_tensors="pt")
-            sequence = model(**inputs).last_hidden_state[0]
-            mask = inputs["attention_mask"][0, :, None].to(sequence.dtype)
-            embedding = torch.nn.functional.normalize((sequence * mask).sum(0) / mask.sum(), dim=0)
+            inputs, sequence, embedding = _embed(model, tokenizer, sentence)
             embeddings.append(embedding)
             ids = inputs["input_ids"][0].tolist()
             outputs[sentence] = {
@@ -91,8 +113,21 @@ def reference(minilm_dir: Path) -> dict:
                 "cls_sequence_output": _vector(sequence[0]),
                 "embedding": _vector(embedding),
             }
+        lee = None
+        if lee_corpus is not None:
+            lines = lee_corpus.read_text(encoding="utf-8", errors="replace").splitlines()
+            documents = [" ".join(line.split()) for line in lines if line.strip()]
+            vectors = torch.stack(
+                [_embed(model, tokenizer, d, LEE_MAX_LENGTH)[2] for d in documents]
+            )
+            upper = torch.triu_indices(len(documents), len(documents), offset=1)
+            lee = {
+                "documents": len(documents),
+                "max_length": LEE_MAX_LENGTH,
+                "upper_triangle_cosines": _vector((vectors @ vectors.T)[upper[0], upper[1]]),
+            }
     stacked = torch.stack(embeddings)
-    return {
+    result = {
         "made": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "regenerate": REGENERATE,
         "transformers": transformers.__version__,
@@ -106,6 +141,9 @@ def reference(minilm_dir: Path) -> dict:
         "outputs": outputs,
         "cosine_similarities": [_vector(row) for row in stacked @ stacked.T],
     }
+    if lee is not None:
+        result["lee"] = lee
+    return result
 
 
 def write_json(result: dict, output: Path) -> None:
@@ -122,7 +160,8 @@ def write_json(result: dict, output: Path) -> None:
 def main(argv: list[str]) -> None:
     del argv
     output = Path(FLAGS.output).expanduser()
-    write_json(reference(Path(FLAGS.minilm_dir).expanduser()), output)
+    lee_corpus = Path(FLAGS.lee_corpus).expanduser() if FLAGS.lee_corpus else None
+    write_json(reference(Path(FLAGS.minilm_dir).expanduser(), lee_corpus), output)
     print(output)
 
 

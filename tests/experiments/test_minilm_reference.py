@@ -40,6 +40,7 @@ def test_reference_file_has_every_key_its_date_versions_and_weights(minilm_refer
         "sentences",
         "outputs",
         "cosine_similarities",
+        "lee",
     }
     made = datetime.date.fromisoformat(minilm_reference["made"])
     assert datetime.date(2026, 1, 1) <= made <= _today()
@@ -67,6 +68,9 @@ def test_reference_file_has_every_key_its_date_versions_and_weights(minilm_refer
     similarities = np.array(minilm_reference["cosine_similarities"])
     assert similarities.shape == (len(sentences), len(sentences))
     np.testing.assert_allclose(similarities, similarities.T)
+    lee = minilm_reference["lee"]
+    assert lee["max_length"] == 256
+    assert len(lee["upper_triangle_cosines"]) == lee["documents"] * (lee["documents"] - 1) // 2
 
 
 def test_script_imports_neither_the_project_nor_tensorflow():
@@ -100,7 +104,9 @@ def _assert_same(fresh, committed, where: str = "") -> None:
         assert fresh == committed, where
 
 
-def test_reference_environment_remakes_the_committed_values(minilm_dir, minilm_reference, tmp_path):
+def test_reference_environment_remakes_the_committed_values(
+    minilm_dir, gensim_dir, minilm_reference, tmp_path
+):
     # A make or venv above this pytest (`make test`) must not leak into the nested make and pip.
     env = {
         k: v
@@ -122,6 +128,7 @@ def test_reference_environment_remakes_the_committed_values(minilm_dir, minilm_r
             "-m",
             "experiments.minilm_reference",
             f"--minilm_dir={minilm_dir}",
+            f"--lee_corpus={gensim_dir / 'lee.cor'}",
             f"--output={output}",
         ],
         cwd=REPO,

@@ -281,8 +281,13 @@ def option_specs() -> dict[str, OptionSpec]:
 
 # `make demo`'s pretraining run (demo/run.py; its --train_steps sets the length): a tiny BERT on
 # short sequences, one pass of pair building over the corpus, the evaluator on 50 held-out
-# batches, so the whole run fits in a few minutes on 2 CPU cores. Blessing: masked-LM accuracy
-# far above chance (1/30522), NSP accuracy not far below the coin flip (0.5).
+# batches, so the whole run fits in a few minutes on 2 CPU cores. Blessing, against the eval
+# split's constant predictors: masked-LM accuracy must beat "always its most frequent masked
+# token" by the default 0.01 (measured after the demo's 300 steps: 0.075 against 0.059 on the
+# whole corpus, 0.077 against 0.058 on the tests' 10 articles; after 40 steps it is the constant
+# predictor, not blessed). Next sentence may be up to 0.05 below the majority class: the tiny
+# model does not learn it in the demo's steps (at the majority even after 2,000), and a real
+# pretraining run keeps the default margin.
 DEMO_PRETRAINING = PretrainingOptions(
     preset="tiny",
     max_seq_length=64,
@@ -292,15 +297,7 @@ DEMO_PRETRAINING = PretrainingOptions(
     train_batch_size=32,
     learning_rate=1e-3,
     iterations_per_loop=50,
-    min_masked_lm_accuracy=0.05,
-    min_next_sentence_accuracy=0.4,
-    # Not gated on the data's baselines: the demo's tiny model does not beat them in the few
-    # hundred steps it trains (measured on held-out Wikipedia articles: masked-LM 0.075 against
-    # the constant predictor's 0.059 after 300 steps, next-sentence at the majority class even
-    # after 2,000), and the tests run it for 40 steps. The evaluator still reports both
-    # baselines; a real pretraining run keeps the default margins.
-    min_masked_lm_gain=-1.0,
-    min_next_sentence_gain=-1.0,
+    min_next_sentence_gain=-0.05,
 )
 
 

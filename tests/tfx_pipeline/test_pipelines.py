@@ -46,18 +46,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 # The demo's pipeline options; the Transform checks use its sequence sizes.
 SEQ = configs.DEMO_PRETRAINING.max_seq_length
 PRED = configs.DEMO_PRETRAINING.max_predictions_per_seq
-# `make demo` at a tiny size: the first 50 sentences of the first 10 Wikipedia articles,
-# 40 training steps, no MiniLM step. Its evaluator's thresholds are the demo's: this run scored
-# masked-LM accuracy 0.058 (threshold 0.05) and NSP 0.53 (0.4) on 58 eval pairs (2026-11-29).
-DEMO_FLAGS = (
-    "--nominilm",
-    "--max_documents=10",
-    "--max_sentences_per_document=50",
-    "--train_steps=40",
-)
-# Fine-tuning gate: well above chance (0.5, balanced classes); this run scored 0.67 on the
-# 60 dev sentences (F1 0.67, MCC 0.33; 2026-11-29).
+# `make demo` at a tiny size: the first 50 sentences of the first 10 Wikipedia articles, the
+# demo's 300 training steps, no MiniLM step. Its evaluator's thresholds are the demo's, against
+# the eval split's constant predictors: this run scored masked-LM accuracy 0.077 (a constant
+# predictor 0.058, threshold 0.068) and NSP 0.55 (majority 0.53) on 58 eval pairs (2026-12-02);
+# after 40 steps the model is the constant predictor (the killed-run test's rerun).
+DEMO_FLAGS = ("--nominilm", "--max_documents=10", "--max_sentences_per_document=50")
+# Fine-tuning gate: above chance (0.5, balanced classes); this run scored 0.67 on the 60 dev
+# sentences (F1 0.67, MCC 0.33; 2026-11-29). 60 sentences cannot tell a model that learned from
+# one at chance (which passes 0.6 about 8% of the time): that the Trainer learns is shown on its
+# training batches here (MIN_TRAIN_ACCURACY over the last 160 examples; chance reaches it with
+# probability < 1e-12) and on 1,000 held-out sentences by
+# tests/test_run_classifier.py::test_fine_tuning_learns_chinese_review_sentiment.
 MIN_DEV_ACCURACY = 0.6
+MIN_TRAIN_ACCURACY = 0.8
 # Fine-tuning trains epochs (the default is 3): this many make the 60 steps the gate was set on.
 CLASSIFY_EPOCHS = 6.857
 CLASSIFY_MODEL = "cls"  # the README command's --model_name
@@ -113,8 +115,7 @@ def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
     except SystemExit as e:
         pytest.fail(f"the demo failed: {e}\n{printed.getvalue()[-5000:]}")
     tfx_dir, serving_dir = output_dir / "tfx", output_dir / "serving"
-    steps = int(dict(f[2:].split("=") for f in DEMO_FLAGS if "=" in f)["train_steps"])
-    demo_args = demo.pipeline_args(output_dir / "corpus", tfx_dir, serving_dir, steps)
+    demo_args = demo.pipeline_args(output_dir / "corpus", tfx_dir, serving_dir, demo.TRAIN_STEPS)
     # The README's pretrain command on the demo's folders (corpus/, runs/tfx, runs/serving
     # mapped), the demo's options appended: the same pipeline as the demo's run.
     paths = {"corpus": output_dir / "corpus", "runs/tfx": tfx_dir, "runs/serving": serving_dir}
@@ -222,18 +223,16 @@ def test_pretraining_evaluator_blessed_the_model(pretrain, pipeline_helpers):
     (report,) = glob.glob(str(pretrain.pipeline_root / "PretrainingEvaluator/evaluation/*/*.json"))
     report = json.loads(Path(report).read_text())
     assert report["blessed"] and not report["failures"]
-    # The demo's thresholds, checked against the held-out accuracies.
-    assert report["thresholds"] == {
-        name: getattr(configs.DEMO_PRETRAINING, f"min_{name}")
-        for name in ("masked_lm_accuracy", "next_sentence_accuracy")
+    # The demo's thresholds: the eval split's constant predictors plus the demo's margins.
+    gains = {
+        "masked_lm_accuracy": configs.DEMO_PRETRAINING.min_masked_lm_gain,
+        "next_sentence_accuracy": configs.DEMO_PRETRAINING.min_next_sentence_gain,
     }
-    for name, minimum in report["thresholds"].items():
-        assert report["candidate"][name] >= minimum > 0, name
-    # The eval split's constant-predictor scores are reported (the demo does not gate on them:
-    # see configs.DEMO_PRETRAINING).
-    assert report["gains"] == {"masked_lm_accuracy": -1.0, "next_sentence_accuracy": -1.0}
+    assert report["gains"] == gains and gains["masked_lm_accuracy"] >= 0.01
     for name, value in report["data_baselines"].items():
         assert 0.0 < value < 1.0, name
+        assert report["thresholds"][name] == pytest.approx(value + gains[name])
+        assert report["candidate"][name] >= report["thresholds"][name], name
     # First run: nothing served yet, so ServingBaseline's output is the candidate's copy and
     # the comparison is skipped.
     assert report["baseline"] is None
@@ -256,8 +255,8 @@ def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
         PRETRAIN_COMPONENTS, "COMPLETE"
     )
     assert re.search(
-        r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0.05; a constant predictor scores "
-        r"0\.0\d+\)",
+        r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0\.0\d+; a constant predictor "
+        r"scores 0\.0\d+\)",
         report,
     )
     assert "\n      blessed: yes\n" in report
@@ -335,13 +334,17 @@ def test_second_run_reuses_cached_components(pretrain_rerun, pipeline_helpers):
 def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
     pretrain_rerun, pipeline_helpers
 ):
-    """Pipeline faults: the demo's pipeline with more training steps (so the Trainer runs again)
-    is killed (SIGKILL to its process group) once the new Trainer trains; the same command run
-    again completes, reusing ExampleGen..Transform from ML Metadata, and ML Metadata stays
-    consistent: the killed execution blocks nothing and its outputs feed nothing."""
+    """Pipeline faults: the demo's pipeline with fewer training steps (so the Trainer runs
+    again) is killed (SIGKILL to its process group) as soon as the new Trainer's training loop
+    has started; the same command run again completes, reusing ExampleGen..Transform from ML
+    Metadata, and ML Metadata stays consistent: the killed execution blocks nothing and its
+    outputs feed nothing. The rerun's model (40 steps: the constant predictor) is worse than
+    the one serving (the demo's 300 steps): the evaluator rejects it on both of its gates (the
+    margin over the eval split's constant predictor, and the comparison with the served
+    model); nothing is pushed."""
     args = [
         *(f for f in pretrain_rerun.pipeline_args if not f.startswith("--train_steps")),
-        "--train_steps=80",
+        "--train_steps=40",
         "--iterations_per_loop=20",
     ]
     command = [sys.executable, "-m", "tfx_pipeline.run", *args]
@@ -357,14 +360,14 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
         )
     try:
         deadline = time.monotonic() + 1200
-        # The new Trainer's TensorBoard file appears when its training loop starts.
+        # Killed at a named point, not after a guessed delay: the new Trainer's TensorBoard file
+        # appears when its training loop starts (its one checkpoint is written at the end).
         while not any(
             list(d.glob("events.out.tfevents.*")) for d in set(trainer_runs.iterdir()) - before
         ):
             assert killed.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "the Trainer did not start in 20 minutes"
-            time.sleep(0.2)
-        time.sleep(random.Random(7).uniform(0.0, 1.0))
+            time.sleep(0.05)
         os.killpg(killed.pid, signal.SIGKILL)  # the runner and any Beam worker it started
         assert killed.wait() == -signal.SIGKILL, "the pipeline ended before it was killed"
     finally:
@@ -412,9 +415,9 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
     assert evaluated and not evaluated & killed_outputs
     for artifact in store.get_artifacts_by_id(list(killed_outputs)):
         assert artifact.state != metadata_store_pb2.Artifact.LIVE, artifact
-    # Nothing of the killed run reached the serving folder: only the rerun's model, if blessed.
-    pushed = set(glob.glob(str(versions))) - pushed_before
-    assert len(pushed) == pipeline_helpers.blessings(pretrain_rerun.metadata)[-1], pushed
+    # Nothing of the killed run reached the serving folder, nor the rejected rerun's model.
+    assert pipeline_helpers.blessings(pretrain_rerun.metadata)[-1] == 0
+    assert set(glob.glob(str(versions))) == pushed_before
 
     # The new model was judged against the version serving now, the first run's push.
     (served,) = pushed_before
@@ -437,8 +440,18 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
     )
     report = json.loads((Path(evaluation.uri) / "metrics.json").read_text())
     assert report["baseline_model"]["version"] == served_version
-    assert set(report["baseline"]) >= {"masked_lm_accuracy", "next_sentence_accuracy"}
-    assert report["blessed"] == (not report["failures"])
+    assert not report["blessed"]
+    # Each gate rejects it on masked-LM accuracy: below the constant predictor plus the margin,
+    # and more than max_decrease below the served model's score on the same examples.
+    mlm = report["candidate"]["masked_lm_accuracy"]
+    threshold = report["thresholds"]["masked_lm_accuracy"]
+    served_mlm = report["baseline"]["masked_lm_accuracy"]
+    assert mlm < threshold and mlm < served_mlm - configs.PretrainingOptions().max_decrease
+    assert f"masked_lm_accuracy {mlm:.4f} < threshold {threshold:.4f}" in report["failures"]
+    assert any(
+        f.startswith("masked_lm_accuracy ") and f.endswith(f"below the baseline's {served_mlm:.4f}")
+        for f in report["failures"]
+    )
 
 
 def test_kubeflow_runner_writes_a_pipeline_spec(tmp_path, pretrain, pipeline_helpers):
@@ -554,6 +567,15 @@ def test_pushed_classifier_answers_raw_text_in_a_fresh_process(dev_predictions):
     assert dev_predictions["labels"] == [["neg", "pos"][i] for i in probabilities.argmax(axis=1)]
 
 
+def test_the_pipelines_trainer_learned(classify):
+    """The Trainer's log: its loss fell, and it fits its training batches far beyond chance."""
+    (log_file,) = glob.glob(str(classify / "pipeline/Trainer/model_run/*/training_log.json"))
+    history = json.loads(Path(log_file).read_text())["history"]
+    assert [entry["step"] for entry in history] == list(range(10, 61, 10))
+    assert history[-1]["loss"] < 0.5 * history[0]["loss"], history
+    assert history[-1]["accuracy"] >= MIN_TRAIN_ACCURACY, history
+
+
 def test_tfma_metrics_blessed_the_classifier(classify, dev_predictions, pipeline_helpers):
     import tensorflow_model_analysis as tfma
     from sklearn import metrics
@@ -605,7 +627,8 @@ def test_a_worse_classifier_is_rejected_against_the_serving_one(
     a new pipeline root, and a Trainer that barely moves the MiniLM weights and the new head
     (one step at a learning rate of 1e-9, where the first run trained 60 at 1e-4). With no
     absolute minimum, only the comparison against the serving model can reject it, and it
-    does: not blessed, not pushed, the serving version untouched."""
+    does: not blessed, not pushed, the serving version untouched. This run uses the other
+    local orchestrator, `--runner=beam` (TFX's BeamDagRunner)."""
     import tensorflow_model_analysis as tfma
 
     serving = tmp_path / "serving"
@@ -618,7 +641,10 @@ def test_a_worse_classifier_is_rejected_against_the_serving_one(
         "--train_steps=1",
         "--learning_rate=1e-9",
         "--min_metric=0",
+        "--runner=beam",
     )
+    (log,) = glob.glob(str(pipeline_root / "logs" / "*.log"))
+    assert "beam_dag_runner" in Path(log).read_text()
     assert pipeline_helpers.blessings(pipeline_root / "metadata.sqlite") == [0]
     assert pipeline_helpers.pushed_model(serving / CLASSIFY_MODEL) == served
     (evaluation,) = glob.glob(str(pipeline_root / "Evaluator/evaluation/*"))

@@ -158,6 +158,37 @@ def test_run_summary_names_the_verdict_and_the_push(squad_run, pipeline_helpers)
     assert f"\npushed: {pushed}\n" in summary
 
 
+def test_a_worse_squad_model_is_rejected_against_the_serving_one(
+    squad_run, squad_data, tmp_path, minilm_dir, pipeline_helpers
+):
+    """The SQuAD evaluator's comparison in a real second run: a copy of the first run's
+    serving folder, a new pipeline root, and a Trainer that barely moves MiniLM and the new
+    span head (one step at a learning rate of 1e-9). With no F1 minimum, only the comparison
+    against the serving model (scored on the same questions) can reject it, and it does: not
+    blessed, not pushed, the serving version untouched."""
+    serving = tmp_path / "serving"
+    shutil.copytree(squad_run / "serving", serving)
+    served = pipeline_helpers.pushed_model(serving / MODEL_NAME)
+    root = tmp_path  # <root>/serving is the copy, <root>/pipeline the new pipeline root
+    pipeline_helpers.run_in_process(
+        run,
+        *pipeline_args(squad_data, root, minilm_dir, pipeline_helpers),
+        "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
+        "--train_steps=1",
+        "--learning_rate=1e-9",
+        "--min_f1=0",
+    )
+    assert pipeline_helpers.blessings(root / "pipeline" / "metadata.sqlite") == [0]
+    assert pipeline_helpers.pushed_model(serving / MODEL_NAME) == served
+    (report_file,) = (root / "pipeline/SquadEvaluator/evaluation").glob("*/metrics.json")
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    assert report["baseline_model"]["version"] == int(Path(served).name)
+    assert report["baseline"]["f1"] >= MIN_F1 > report["candidate"]["f1"] + 1.0
+    assert not report["blessed"]
+    assert [f.split(" is more than ")[0].split()[0] for f in report["failures"]] == ["f1"]
+    assert "below the baseline's" in report["failures"][0]
+
+
 def test_kubeflow_runner_compiles_the_squad_pipeline(
     tmp_path, squad_data, minilm_dir, pipeline_helpers
 ):

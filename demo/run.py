@@ -8,7 +8,7 @@ r"""`make demo`: the main job, end to end on package-shipped data.
    between documents).
 4. Run the TFX pretraining pipeline on it (`python -m tfx_pipeline.run --pipeline=pretrain`,
    local runner, SQLite ML Metadata): NSP-pair ExampleGen -> StatisticsGen -> SchemaGen ->
-   Transform (WordPiece + masking) -> Trainer (tiny BERT, a few hundred steps) -> Evaluator ->
+   ExampleValidator -> Transform (WordPiece + masking) -> Trainer (tiny BERT, a few hundred steps) -> Evaluator ->
    Pusher into a TF Serving model base folder. Pipeline caching is on: a rerun reuses what is
    done.
 5. Start the model server on the pushed model (`tensorflow_model_server` when installed, else

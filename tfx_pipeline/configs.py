@@ -279,6 +279,8 @@ def option_specs() -> dict[str, OptionSpec]:
     }
 
 
+SCHEMA_FILE = "schema.pbtxt"  # SchemaGen's file: a run's schema folder can be a --schema_dir
+
 # `make demo`'s pretraining run (demo/run.py; its --train_steps sets the length): a tiny BERT on
 # short sequences, one pass of pair building over the corpus, the evaluator on 50 held-out
 # batches, so the whole run fits in a few minutes on 2 CPU cores. Blessing, against the eval

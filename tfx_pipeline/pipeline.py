@@ -1,13 +1,21 @@
 """The TFX pipelines, wired from components (no logic here: see components/ and modules/).
 
 - `create_pretraining_pipeline`: PretrainingExampleGen -> StatisticsGen -> SchemaGen ->
-  Transform -> Trainer -> PretrainingEvaluator (vs the model serving now) -> Pusher.
+  ExampleValidator -> Transform -> Trainer -> PretrainingEvaluator (vs the model serving now)
+  -> Pusher.
 - `create_classification_pipeline`: TextClassificationExampleGen -> StatisticsGen -> SchemaGen
-  -> Transform -> Trainer (warm-started from an imported checkpoint) -> Evaluator (TFMA: the
-  task's official metrics, vs thresholds and the model serving now) -> Pusher.
-- `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> Trainer (warm-started from
-  an imported checkpoint) -> SquadEvaluator (official EM/F1 of the exported model, vs a
-  threshold and the model serving now) -> Pusher. No Transform: see modules/squad.py.
+  -> ExampleValidator -> Transform -> Trainer (warm-started from an imported checkpoint) ->
+  Evaluator (TFMA: the task's official metrics, vs thresholds and the model serving now) ->
+  Pusher.
+- `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> StatisticsGen -> SchemaGen
+  -> ExampleValidator -> Trainer (warm-started from an imported checkpoint) -> SquadEvaluator
+  (official EM/F1 of the exported model, vs a threshold and the model serving now) -> Pusher.
+  No Transform: see modules/squad.py.
+
+Every pipeline validates its data before anything trains on it: the schema is SchemaGen's
+(inferred from this run's statistics) or, with `schema_dir`, a curated one (ImportSchemaGen,
+e.g. a first run's SchemaGen output); ExampleValidator (`components/example_validator.py`)
+stops the run on an anomaly, naming it.
 
 Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`. Every
 evaluator's baseline is `ServingBaseline`'s copy of the highest complete version there (what TF
@@ -27,6 +35,7 @@ from tfx import v1 as tfx
 
 from bert_tf.tasks import glue
 from tfx_pipeline import configs
+from tfx_pipeline.components.example_validator import ExampleValidator
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
 from tfx_pipeline.components.serving_baseline import Pusher, ServingBaseline
@@ -36,24 +45,45 @@ from tfx_pipeline.components.text_classification_example_gen import TextClassifi
 from tfx_pipeline.components.tfma_evaluator import Evaluator
 
 
-def _statistics_and_schema(example_gen):
+def _validated(example_gen, schema_dir: str, splits_with_other_features: Sequence[str] = ()):
+    """StatisticsGen, the schema (SchemaGen's, or ImportSchemaGen's of `<schema_dir>/schema.pbtxt`)
+    and the ExampleValidator gate: [statistics_gen, schema_gen, example_validator]. Splits whose
+    records have other features than the training split's are left out of the schema and the
+    check (SQuAD's eval split)."""
+    excluded = list(splits_with_other_features)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True
+    if schema_dir:
+        schema_gen = tfx.components.ImportSchemaGen(
+            schema_file=os.path.join(schema_dir, configs.SCHEMA_FILE)
+        )
+    else:
+        schema_gen = tfx.components.SchemaGen(
+            statistics=statistics_gen.outputs["statistics"],
+            infer_feature_shape=True,
+            exclude_splits=excluded,
+        )
+    validator = ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        exclude_splits=excluded,
     )
-    return statistics_gen, schema_gen
+    return [statistics_gen, schema_gen, validator]
 
 
-def _transform(example_gen, schema_gen, preprocessing_fn: str, custom_config: dict):
+def _transform(example_gen, validated: list, preprocessing_fn: str, custom_config: dict):
+    """Transform of the validated examples: it runs only after ExampleValidator passed."""
+    _, schema_gen, validator = validated
     # No pre/post-transform statistics: StatisticsGen already describes the raw text, and
     # statistics of token ids cost as much as the transform itself while telling little.
-    return tfx.components.Transform(
+    transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=preprocessing_fn,
         custom_config=custom_config,
         disable_statistics=True,
     )
+    transform.add_upstream_node(validator)
+    return transform
 
 
 def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict, **inputs):
@@ -68,12 +98,12 @@ def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict,
     )
 
 
-def _transformed(transform, schema_gen) -> dict:
+def _transformed(transform, validated: list) -> dict:
     """The Trainer's inputs from Transform: its examples and graph, and the raw schema."""
     return {
         "examples": transform.outputs["transformed_examples"],
         "transform_graph": transform.outputs["transform_graph"],
-        "schema": schema_gen.outputs["schema"],
+        "schema": validated[1].outputs["schema"],
     }
 
 
@@ -129,6 +159,7 @@ def create_pretraining_pipeline(
     pipeline_name: str = configs.PRETRAINING_PIPELINE_NAME,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
+    schema_dir: str = "",
 ) -> tfx.dsl.Pipeline:
     """BERT pretraining on the text corpus in `data_root` (BERT's one-sentence-per-line format)."""
     example_gen = PretrainingExampleGen(
@@ -140,11 +171,11 @@ def create_pretraining_pipeline(
         short_seq_prob=options.short_seq_prob,
         seed=options.seed,
     )
-    statistics_gen, schema_gen = _statistics_and_schema(example_gen)
+    validated = _validated(example_gen, schema_dir)
     config = configs.custom_config(options, vocab_file=vocab_file)
-    transform = _transform(example_gen, schema_gen, configs.PRETRAINING_PREPROCESSING_FN, config)
+    transform = _transform(example_gen, validated, configs.PRETRAINING_PREPROCESSING_FN, config)
     trainer = _trainer(
-        configs.PRETRAINING_RUN_FN, options, config, **_transformed(transform, schema_gen)
+        configs.PRETRAINING_RUN_FN, options, config, **_transformed(transform, validated)
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
@@ -164,7 +195,7 @@ def create_pretraining_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, statistics_gen, schema_gen, transform, trainer, *evaluate_and_push],
+        [example_gen, *validated, transform, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )
@@ -264,20 +295,21 @@ def create_classification_pipeline(
     pipeline_name: str = configs.CLASSIFICATION_PIPELINE_NAME,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
+    schema_dir: str = "",
 ) -> tfx.dsl.Pipeline:
     """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
     regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
     example_gen = TextClassificationExampleGen(input_base=data_root, task_name=options.task_name)
-    statistics_gen, schema_gen = _statistics_and_schema(example_gen)
+    validated = _validated(example_gen, schema_dir)
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
-    transform = _transform(example_gen, schema_gen, configs.CLASSIFICATION_PREPROCESSING_FN, config)
+    transform = _transform(example_gen, validated, configs.CLASSIFICATION_PREPROCESSING_FN, config)
     pretrained = _pretrained_checkpoint(init_checkpoint)
     trainer = _trainer(
         configs.CLASSIFICATION_RUN_FN,
         options,
         config,
         base_model=pretrained.outputs["result"],
-        **_transformed(transform, schema_gen),
+        **_transformed(transform, validated),
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
@@ -290,15 +322,7 @@ def create_classification_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [
-            example_gen,
-            statistics_gen,
-            schema_gen,
-            transform,
-            pretrained,
-            trainer,
-            *evaluate_and_push,
-        ],
+        [example_gen, *validated, transform, pretrained, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )
@@ -315,6 +339,7 @@ def create_squad_pipeline(
     pipeline_name: str = configs.SQUAD_PIPELINE_NAME,
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
+    schema_dir: str = "",
 ) -> tfx.dsl.Pipeline:
     """SQuAD fine-tuning on the `train*.json` / `dev*.json` files in `data_root`, warm-started
     from `init_checkpoint`; blessed on the official F1 on the dev questions."""
@@ -337,6 +362,9 @@ def create_squad_pipeline(
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
     )
+    # The eval split keeps the raw questions, contexts and answers for the official scorer.
+    validated = _validated(example_gen, schema_dir, splits_with_other_features=["eval"])
+    trainer.add_upstream_node(validated[-1])
     evaluate_and_push = _evaluate_and_push(
         trainer,
         SquadEvaluator,
@@ -351,7 +379,7 @@ def create_squad_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, pretrained, trainer, *evaluate_and_push],
+        [example_gen, *validated, pretrained, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )

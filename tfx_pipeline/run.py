@@ -46,7 +46,7 @@ import re
 import sys
 import time
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from tfx_pipeline import configs
 
@@ -207,6 +207,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
     flags.DEFINE_string(
         "pipeline_name", None, "Pipeline name (default per pipeline).", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "schema_dir",
+        None,
+        "A curated schema's folder (its schema.pbtxt; e.g. a first run's "
+        "<pipeline_root>/SchemaGen/schema/<id>): ImportSchemaGen pins it and ExampleValidator "
+        "checks the data against it. Default: SchemaGen infers the schema from this run's data.",
+        flag_values=flag_values,
     )
     for spec in _OPTION_SPECS.values():
         text = spec.flag_help()
@@ -379,6 +387,10 @@ def _check_local_flags() -> None:
         value = getattr(FLAGS, name)
         if value and not _is_remote(value) and not _exists_locally(value):
             sys.exit(f"error: --{name}={value}: no such file or folder")
+    schema_dir = FLAGS.schema_dir
+    schema_file = schema_dir and os.path.join(_local(schema_dir), configs.SCHEMA_FILE)
+    if schema_dir and not _is_remote(schema_dir) and not os.path.isfile(schema_file):
+        sys.exit(f"error: --schema_dir={schema_dir}: no {configs.SCHEMA_FILE} in it")
     vocab_file = FLAGS.vocab_file
     if vocab_file and not _is_remote(vocab_file) and os.path.isdir(_local(vocab_file)):
         sys.exit(f"error: --vocab_file={FLAGS.vocab_file}: a folder, expected the vocab file")
@@ -470,6 +482,8 @@ def build_pipeline():
     }
     if FLAGS.pipeline_name:
         common["pipeline_name"] = FLAGS.pipeline_name
+    if FLAGS.schema_dir:
+        common["schema_dir"] = FLAGS.schema_dir
     if FLAGS.pipeline == "pretrain":
         create = pipeline.create_pretraining_pipeline
     else:
@@ -555,7 +569,7 @@ def run_locally() -> None:
     with summary.RunLog(log_file, verbose=FLAGS.verbose) as run_log:
         run_log.print(f"full log: {log_file}")
         run_log.print(f"[{run_log.clock()}] loading TensorFlow and TFX, building the pipeline")
-        tfx_pipeline = None
+        tfx_pipeline = failure = None
         try:
             tfx_pipeline = build_pipeline()  # TensorFlow/TFX imports: ~30 s
             if FLAGS.runner == "beam":
@@ -566,6 +580,11 @@ def run_locally() -> None:
                 from tfx import v1 as tfx
 
                 tfx.orchestration.LocalDagRunner().run(tfx_pipeline)
+        except Exception as e:  # a component failed: its traceback goes to the log file
+            if tfx_pipeline is None:
+                raise
+            failure = e
+            logging.exception("the pipeline run failed")
         finally:
             if tfx_pipeline is not None:
                 run_log.print(
@@ -577,6 +596,8 @@ def run_locally() -> None:
                     )
                 )
             run_log.print(f"full log: {log_file}")
+    if failure is not None:
+        sys.exit(f"error: {failure}")
 
 
 def main(argv):

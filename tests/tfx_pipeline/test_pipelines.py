@@ -69,6 +69,7 @@ PRETRAIN_COMPONENTS = {
     "PretrainingExampleGen",
     "StatisticsGen",
     "SchemaGen",
+    "ExampleValidator",
     "Transform",
     "Trainer",
     "ServingBaseline",
@@ -79,6 +80,7 @@ CLASSIFY_COMPONENTS = {
     "TextClassificationExampleGen",
     "StatisticsGen",
     "SchemaGen",
+    "ExampleValidator",
     "Transform",
     "Trainer",
     "ServingBaseline",
@@ -388,7 +390,13 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
         "FAILED",
         "CANCELED",
     )
-    before_trainer = ("PretrainingExampleGen", "StatisticsGen", "SchemaGen", "Transform")
+    before_trainer = (
+        "PretrainingExampleGen",
+        "StatisticsGen",
+        "SchemaGen",
+        "ExampleValidator",
+        "Transform",
+    )
     from_trainer = ("Trainer", "ServingBaseline", "PretrainingEvaluator", "Pusher")
     states = pipeline_helpers.node_states(pretrain_rerun.metadata)[-1]
     assert {n: states.get(n) for n in before_trainer} == dict.fromkeys(before_trainer, "CACHED")
@@ -618,6 +626,39 @@ def test_tfma_metrics_blessed_the_classifier(classify, dev_predictions, pipeline
     validation = tfma.load_validation_result(evaluation)
     assert validation.validation_ok
     assert [d.num_matching_slices for d in validation.validation_details.slicing_details] == [1]
+
+
+def test_data_with_anomalies_stops_at_the_example_validator(
+    classify, tmp_path, minilm_dir, pipeline_helpers
+):
+    """New data checked against the first run's schema (--schema_dir: ImportSchemaGen pins
+    SchemaGen's output): an unseen label ("neutral", every tenth row of both splits) stops the
+    run at ExampleValidator with a one-line error naming it; nothing after it runs, nothing is
+    pushed."""
+    (schema_dir,) = glob.glob(str(classify / "pipeline/SchemaGen/schema/*"))
+    data = tmp_path / "polarity"
+    data.mkdir()
+    for name in ("train", "dev"):
+        header, *rows = (classify / "polarity" / f"{name}.tsv").read_text().splitlines()
+        rows = [r if i % 10 else r.rsplit("\t", 1)[0] + "\tneutral" for i, r in enumerate(rows)]
+        (data / f"{name}.tsv").write_text("\n".join([header, *rows]) + "\n")
+    pipeline_root, serving = tmp_path / "pipeline", tmp_path / "serving"
+    with pytest.raises(SystemExit) as exited:
+        pipeline_helpers.run_in_process(
+            run,
+            *_classify_args(tmp_path, pipeline_root, serving, minilm_dir, pipeline_helpers),
+            f"--schema_dir={schema_dir}",
+        )
+    message = str(exited.value.code)
+    assert message.startswith("error: ExampleValidator: 2 anomalies against the schema, the run")
+    assert "\n" not in message
+    for split in ("train", "eval"):
+        assert f"split '{split}', feature 'label': Non-boolean values" in message
+    states = pipeline_helpers.node_states(pipeline_root / "metadata.sqlite")[-1]
+    assert states["ImportSchemaGen"] == "COMPLETE" and "SchemaGen" not in states
+    assert states["ExampleValidator"] == "FAILED"
+    assert not {"Transform", "Trainer", "Evaluator", "Pusher"} & set(states)
+    assert not list(serving.glob("*/*/saved_model.pb"))
 
 
 def test_a_worse_classifier_is_rejected_against_the_serving_one(

@@ -94,6 +94,7 @@ def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path)
         ),
         ({"init_checkpoint": "/nonexistent/ckpt"}, "--init_checkpoint=/nonexistent/ckpt: no such"),
         ({"vocab_file": "/nonexistent/vocab.txt"}, "--vocab_file=/nonexistent/vocab.txt: no such"),
+        ({"schema_dir": "/nonexistent"}, "error: --schema_dir=/nonexistent: no schema.pbtxt in it"),
         ({"task_name": "sst-3"}, "error: --task_name: unknown task 'sst-3'"),
         ({"task_name": "mnli"}, "no dev_matched.tsv (--task_name=mnli)"),  # not MNLI data
         ({"doc_stride": "64"}, "--doc_stride: not an option of --pipeline=classify"),

@@ -29,6 +29,9 @@ MODEL_NAME = "squad"
 MIN_F1 = 50.0
 COMPONENTS = {
     "SquadExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
     "pretrained_checkpoint_importer",
     "Trainer",
     "ServingBaseline",

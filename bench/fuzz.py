@@ -292,8 +292,16 @@ def run_fuzzer(target: str, max_total_time: int, crash_dir: Path, rss_limit_mb: 
             corpus,  # new inputs are written to the first folder
             *([str(seeds)] if seeds.is_dir() else []),
         ]
+        # libFuzzer's -rss_limit_mb checks getrusage's peak RSS, which Linux carries across
+        # exec: a child exec'd straight from a big process (a pytest worker at 4.6 GB) starts
+        # "out of memory". A small shell forks the worker instead, so its peak is its own.
         result = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, errors="replace", check=False
+            ["sh", "-c", '"$@" & wait $!', "sh", *command],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
         )
         new_inputs = len(os.listdir(corpus))
     log = result.stdout + result.stderr

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from bench import fuzz
@@ -21,3 +22,22 @@ def test_brief_fuzz_run(run_main, tmp_path, target):
     assert report["crashes"] == [] and report["exit_code"] == 0
     assert report["inputs_tried"] >= report["seed_inputs"] > 0
     assert report["coverage_edges"] > 0
+
+
+def test_the_memory_limit_is_the_workers_own(run_main, tmp_path):
+    """A caller bigger than the limit (a long-lived pytest worker) does not count against it."""
+    limit_mb = 1536  # the worker itself peaks near 700 MB
+    ballast = np.ones((limit_mb + 512) * 2**20, dtype=np.uint8)  # touched, so resident
+    output = tmp_path / "fuzz.json"
+    run_main(
+        fuzz,
+        "--target=rest_request",
+        "--max_total_time=2",
+        f"--rss_limit_mb={limit_mb}",
+        f"--crash_dir={tmp_path / 'crashes'}",
+        f"--output_json={output}",
+    )
+    del ballast
+    report = json.loads(output.read_text())
+    assert report["crashes"] == [] and report["exit_code"] == 0
+    assert 0 < report["peak_rss_mb"] < limit_mb

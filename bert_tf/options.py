@@ -221,6 +221,13 @@ class TrainingLoopOptions:
         "lamb: LAMB, for large batches",
         choices=("adamw", "lamb"),
     )
+    optimizer_recipe: str = option(
+        "google",
+        "google: google-research's Adam epsilon 1e-6 and decay lr*(1-step/T); hf: HF "
+        "transformers' Trainer (torch AdamW, epsilon 1e-8 after bias correction, decay from the "
+        "warmup's peak), which trains step for step as HF does (docs/hf_parity.md)",
+        choices=("google", "hf"),
+    )
     save_checkpoints_steps: int = option(
         1000, "Steps between training checkpoints (and one at the end)", above=0
     )

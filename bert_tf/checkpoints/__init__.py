@@ -2,8 +2,9 @@
 the object-based `tf.train.Checkpoint`s of our training scripts (`training_checkpoint`).
 
 Modules: `names` (the table), `readers` (`read_checkpoint`, `load_pretrained`),
-`training_checkpoints` (our scripts' `ckpt-<step>`), `writer` (`save_google_checkpoint`),
-`folders` (self-contained output folders); their public names are re-exported here.
+`training_checkpoints` (our scripts' `ckpt-<step>`), `writer` (`save_google_checkpoint`, and
+`save_hf_checkpoint`: an HF transformers folder), `folders` (self-contained output folders);
+their public names are re-exported here.
 
 One table (`names.table`) lists every BERT variable once with its google-research name, its HF name,
 where it lives in our Keras model and how the array layouts differ; reading google checkpoints,
@@ -57,6 +58,7 @@ from bert_tf.checkpoints.names import (
     VOCAB_NAME,
     find_encoder,
     get_google_weights,
+    get_hf_weights,
     has_pretraining_heads,
 )
 from bert_tf.checkpoints.readers import (
@@ -73,6 +75,7 @@ from bert_tf.checkpoints.training_checkpoints import (
 )
 from bert_tf.checkpoints.writer import (
     save_google_checkpoint,
+    save_hf_checkpoint,
 )
 
 __all__ = [
@@ -93,12 +96,14 @@ __all__ = [
     "detect_format",
     "find_encoder",
     "get_google_weights",
+    "get_hf_weights",
     "has_pretraining_heads",
     "load_pretrained",
     "read_checkpoint",
     "read_task_info",
     "restore_newest_readable",
     "save_google_checkpoint",
+    "save_hf_checkpoint",
     "training_checkpoint",
     "write_model_files",
 ]

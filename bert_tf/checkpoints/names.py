@@ -13,6 +13,7 @@ import keras
 import numpy as np
 
 from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.heads import ClassificationHead
 
 SAME, HEADS_IN, HEADS_OUT, TRANSPOSED = "same", "heads_in", "heads_out", "transposed"
 CHECKPOINT_NAME = "bert_model.ckpt"
@@ -235,3 +236,23 @@ def get_google_weights(model: keras.Model) -> dict[str, np.ndarray]:
         name: to_google(keras.ops.convert_to_numpy(variable), row.layout)
         for name, (row, variable) in model_weights(model).items()
     }
+
+
+def get_hf_weights(model: keras.Model) -> dict[str, np.ndarray]:
+    """The model's weights keyed and laid out as HF transformers' (`nn.Linear` weights
+    `(out, in)`): `BertModel` names for a `BertEncoder`; for a task model, those with the `bert.`
+    prefix of HF task models, plus the pre-training heads' `cls.*` when it has them and the
+    `classifier.weight` `(num_classes, H)` / `classifier.bias` of a `ClassificationHead`
+    (`BertClassifier`, `BertTokenClassifier`: HF's `BertFor{Sequence,Token}Classification`).
+    The tied MLM decoder weight is left out, as HF's own `save_pretrained` does."""
+    prefix = "" if isinstance(model, BertEncoder) else "bert."
+    weights = {}
+    for row, variable in model_weights(model).values():
+        array = to_google(keras.ops.convert_to_numpy(variable), row.layout)
+        name = row.hf if row.scope == "pretraining" else prefix + row.hf
+        weights[name] = array.T if row.hf_transposed else array
+    head = getattr(model, "head", None)
+    if isinstance(head, ClassificationHead):
+        weights["classifier.weight"] = keras.ops.convert_to_numpy(head.dense.kernel).T
+        weights["classifier.bias"] = keras.ops.convert_to_numpy(head.dense.bias)
+    return weights

@@ -1,17 +1,31 @@
 """Writing google-research checkpoints (`bert_model.ckpt` + `bert_config.json`) that
-google-research/bert's scripts read as `--init_checkpoint`.
+google-research/bert's scripts read as `--init_checkpoint`, and HF transformers folders
+(`config.json` + `model.safetensors` [+ `vocab.txt`]) that `from_pretrained` reads.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
+from safetensors.numpy import save as safetensors_bytes
 
 from bert_tf import fileio
-from bert_tf.checkpoints.names import CHECKPOINT_NAME, CONFIG_NAME, find_encoder, get_google_weights
+from bert_tf.checkpoints.names import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    HF_WEIGHTS_NAME,
+    VOCAB_NAME,
+    find_encoder,
+    get_google_weights,
+    get_hf_weights,
+    has_pretraining_heads,
+)
+from bert_tf.modeling.encoder import BertEncoder
 
 
 def save_google_checkpoint(
@@ -55,3 +69,61 @@ def save_google_checkpoint(
         f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n',
     )
     return prefix
+
+
+HF_CONFIG_NAME = "config.json"
+
+
+def save_hf_checkpoint(
+    model: keras.Model,
+    output_dir: str | os.PathLike,
+    vocab_file: str | os.PathLike | None = None,
+) -> Path:
+    """Writes the model as an HF transformers folder; returns the folder.
+
+    `config.json` and `model.safetensors` (float32, `get_hf_weights`) for the HF class that
+    matches: a `BertEncoder` as `BertModel`, a `BertPretrainer` as `BertForPreTraining`, a
+    `BertClassifier` as `BertForSequenceClassification` (`num_classes=1`: HF's regression), a
+    `BertTokenClassifier` as `BertForTokenClassification`; and a copy of `vocab_file` as
+    `vocab.txt`. `transformers.AutoModel*.from_pretrained(output_dir)` loads it, and so does
+    our `load_pretrained` (the encoder and pre-training heads; a classifier head is reported as
+    unexpected). Each file is written atomically with default permissions.
+    """
+    from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertTokenClassifier
+
+    config = find_encoder(model).bert_config.to_hf_config()
+    if isinstance(model, BertEncoder):
+        architecture = "BertModel"
+    elif isinstance(model, BertPretrainer) and has_pretraining_heads(model):
+        architecture = "BertForPreTraining"
+    elif isinstance(model, BertClassifier | BertTokenClassifier):
+        architecture = (
+            "BertForSequenceClassification"
+            if isinstance(model, BertClassifier)
+            else "BertForTokenClassification"
+        )
+        labels = {str(i): f"LABEL_{i}" for i in range(model.head.num_classes)}
+        config["id2label"] = labels
+        config["label2id"] = {name: int(i) for i, name in labels.items()}
+        config["classifier_dropout"] = model.head.dropout
+    else:
+        raise TypeError(
+            "save_hf_checkpoint writes a BertEncoder, BertPretrainer, BertClassifier or "
+            f"BertTokenClassifier, got {type(model).__name__}"
+        )
+    config["architectures"] = [architecture]
+    config["torch_dtype"] = "float32"
+    weights = get_hf_weights(model)
+    tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(weights.items())}
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    fileio.atomic_write_bytes(
+        output_dir / HF_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"})
+    )
+    fileio.atomic_write_text(
+        output_dir / HF_CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n"
+    )
+    if vocab_file is not None:
+        with tf.io.gfile.GFile(os.fspath(vocab_file), "rb") as f:
+            fileio.atomic_write_bytes(output_dir / VOCAB_NAME, f.read())
+    return output_dir

@@ -78,7 +78,7 @@ from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.options import TrainingLoopOptions
-from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.optimization import create_optimizer, recipe_options
 
 LOG_FILE = "training_log.json"
 EVAL_RESULTS_FILE = "eval_results.txt"  # google-research's name and `key = value` format
@@ -106,7 +106,11 @@ def make_trainer(
     (`runtime.set_seed`, `runtime.set_precision`)."""
     with strategy.scope():
         optimizer = create_optimizer(
-            loop.learning_rate, num_train_steps, num_warmup_steps, loop.optimizer
+            loop.learning_rate,
+            num_train_steps,
+            num_warmup_steps,
+            loop.optimizer,
+            **recipe_options(loop.optimizer_recipe, loop.optimizer),
         )
     return Trainer(
         model,

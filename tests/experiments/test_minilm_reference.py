@@ -3,11 +3,9 @@
 requirements-reference.txt's pins, and are what HF transformers makes from them now, in the
 reference environment `make reference-env` creates (about a minute from nothing, then reused)."""
 
-import ast
 import datetime
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -73,22 +71,8 @@ def test_reference_file_has_every_key_its_date_versions_and_weights(minilm_refer
     assert len(lee["upper_triangle_cosines"]) == lee["documents"] * (lee["documents"] - 1) // 2
 
 
-def test_script_imports_neither_the_project_nor_tensorflow():
-    # It runs in .venv-ref, which has neither; `python -m` from the repo root would find the
-    # project's packages, so an import of one would only fail there, late.
-    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
-    imported = {
-        name.split(".")[0]
-        for node in ast.walk(tree)
-        for name in (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or ""]
-            if isinstance(node, ast.ImportFrom)
-            else []
-        )
-    }
-    assert not imported & {"bert_tf", "serving", "tfx_pipeline", "tensorflow", "keras", "bench"}
+def test_script_imports_neither_the_project_nor_tensorflow(reference_script_imports):
+    imported = reference_script_imports(SCRIPT)
     assert {"torch", "transformers", "absl"} <= imported
 
 
@@ -105,26 +89,12 @@ def _assert_same(fresh, committed, where: str = "") -> None:
 
 
 def test_reference_environment_remakes_the_committed_values(
-    minilm_dir, gensim_dir, minilm_reference, tmp_path
+    reference_python, clean_env, minilm_dir, gensim_dir, minilm_reference, tmp_path
 ):
-    # A make or venv above this pytest (`make test`) must not leak into the nested make and pip.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MAKE", "MFLAGS", "VIRTUAL_ENV", "PYTHONPATH"))
-    }
-    made = subprocess.run(
-        ["make", "-C", str(REPO), "reference-env"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=840,
-    )
-    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
     output = tmp_path / "fresh.json"
     run = subprocess.run(
         [
-            str(REPO / ".venv-ref" / "bin" / "python"),
+            str(reference_python),
             "-m",
             "experiments.minilm_reference",
             f"--minilm_dir={minilm_dir}",
@@ -132,7 +102,7 @@ def test_reference_environment_remakes_the_committed_values(
             f"--output={output}",
         ],
         cwd=REPO,
-        env=env,
+        env=clean_env,
         capture_output=True,
         text=True,
         timeout=300,

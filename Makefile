@@ -21,7 +21,8 @@ help:
 	@echo "make lock-gpu - recompile requirements-gpu.txt (Dockerfile.gpu's lock) from requirements-gpu.in"
 	@echo "make bazel-test - the tests as Bazel targets (installs Debian's Bazel 4.2.3 if missing)"
 	@echo "make reference-env - create .venv-ref (Python 3.11, HF transformers on CPU torch) for"
-	@echo "                experiments/minilm_reference.py, which makes the tests' MiniLM reference values"
+	@echo "                experiments/minilm_reference.py (the tests' MiniLM reference values),"
+	@echo "                experiments/hf_parity.py and bench.run --suite=finetune"
 
 $(STAMP): requirements.txt pyproject.toml scripts/find_python.sh
 	@set -euo pipefail; \

@@ -13,6 +13,7 @@ INFER_RATIO_GOAL = 1.2
 SERVER_OVERHEAD_GOAL = 0.15
 TOKENIZE_RATIO_GOAL = 1.0
 BATCHING_RATIO_GOAL = 2.0
+FINETUNE_RATIO_GOAL = 1.2  # ours / HF transformers (PyTorch): fine-tune step and batch inference
 
 
 def _spread(stats: dict) -> str:
@@ -105,6 +106,26 @@ def goals(results: dict) -> list[dict]:
             ratio,
             ratio >= BATCHING_RATIO_GOAL,
         )
+    finetune = suites.get("finetune")
+    if finetune:
+        ours = [r for r in finetune["rows"] if r["impl"] == "ours"]
+        worst = min(ours, key=lambda r: r["ratio_vs_hf"]) if ours else None
+        add(
+            f"fine-tuning >= {FINETUNE_RATIO_GOAL}x HF transformers at every size (our default)",
+            worst["ratio_vs_hf"] if worst else None,
+            worst["ratio_vs_hf"] >= FINETUNE_RATIO_GOAL if worst else None,
+            f"lowest: {worst['model']} seq {worst['seq_length']} {worst['precision']}"
+            if worst
+            else "",
+        )
+        for infer in finetune["inference"]:
+            mode = f"batch_{infer['batch_size']}"
+            add(
+                f"raw-text inference >= {FINETUNE_RATIO_GOAL}x HF transformers at batch "
+                f"{infer['batch_size']} ({infer['model']})",
+                infer[mode]["ratio"],
+                infer[mode]["ratio"] >= FINETUNE_RATIO_GOAL,
+            )
     return out
 
 
@@ -217,6 +238,43 @@ def table(results: dict) -> str:
                     f"{m['latency']['p99_ms']:>9.1f}{m['failed_requests']:>8}"
                 )
             lines.append(f"{'':<9}on / off: {r['ratio']:.2f}x")
+    if "finetune" in suites:
+        ft = suites["finetune"]
+        versions = ft["hf_versions"]
+        lines += [
+            "",
+            f"FINETUNE (classifier step, AdamW, dropout on; HF transformers "
+            f"{versions['transformers']}, torch {versions['torch']}; threads "
+            f"{ft['threads']}; memory: {ft['memory_kind']})",
+            f"{'model':<8}{'seq':>5}{'precision':>10}  {'impl':<17}{'seq/s':>8}{'spread':>8}"
+            f"{'step MB':>9}{'peak MB':>9}{'vs HF':>7}",
+        ]
+        for r in ft["rows"]:
+            ratio = f"{r['ratio_vs_hf']:.2f}x" if "ratio_vs_hf" in r else ""
+            lines.append(
+                f"{r['model']:<8}{r['seq_length']:>5}{r['precision']:>10}  {r['impl']:<17}"
+                f"{r['sequences_per_s']['median']:>8.1f}{_spread(r['sequences_per_s']):>8}"
+                f"{_mb(r['step_memory_mb']):>9}{_mb(r['peak_memory_mb']):>9}{ratio:>7}"
+            )
+        lines += [
+            "",
+            "RAW-TEXT INFERENCE (ours: TF Serving export, in-graph WordPiece; HF: tokenizer + "
+            "model, inference_mode)",
+            f"{'model':<8}{'seq':>5}{'batch':>7}  {'impl':<17}{'p50 ms':>8}{'p99 ms':>8}"
+            f"{'seq/s':>9}{'spread':>8}{'vs HF':>7}",
+        ]
+        for infer in ft["inference"]:
+            for mode in ("batch_1", f"batch_{infer['batch_size']}"):
+                for name in ("ours", "hf_transformers"):
+                    m = infer[mode][name]
+                    ratio = f"{infer[mode]['ratio']:.2f}x" if name == "ours" else ""
+                    lines.append(
+                        f"{infer['model']:<8}{infer['seq_length']:>5}"
+                        f"{mode.removeprefix('batch_'):>7}  {name:<17}"
+                        f"{m['latency']['p50_ms']:>8.1f}{m['latency']['p99_ms']:>8.1f}"
+                        f"{m['sequences_per_s']['median']:>9.1f}"
+                        f"{_spread(m['sequences_per_s']):>8}{ratio:>7}"
+                    )
     lines += ["", "GOALS"]
     for g in results["goals"]:
         status = {True: "MET", False: "NOT MET", None: "not measured"}[g["met"]]
@@ -427,4 +485,60 @@ def plot(results: dict, stem: Path) -> list[Path]:
                 ax.legend(fontsize=8)
 
         _save(out("serve"), draw_serve, 2)
+    if "finetune" in suites:
+        ft = suites["finetune"]
+        cases = list(
+            dict.fromkeys((r["model"], r["seq_length"], r["precision"]) for r in ft["rows"])
+        )
+        impls = list(dict.fromkeys(r["impl"] for r in ft["rows"]))
+
+        def finetune_value(impl: str, key: str) -> list[float]:
+            found = {
+                (r["model"], r["seq_length"], r["precision"]): r[key]
+                for r in ft["rows"]
+                if r["impl"] == impl
+            }
+            return [found.get(c) or 0.0 for c in cases]
+
+        def draw_finetune(axes):
+            labels = [f"{m}\nS{s} {p}" for m, s, p in cases]
+            _bars(
+                axes[0],
+                labels,
+                {
+                    i: [v["median"] if v else 0.0 for v in finetune_value(i, "sequences_per_s")]
+                    for i in impls
+                },
+                "sequences/s",
+                f"fine-tuning throughput (batch {ft['rows'][0]['batch_size']})",
+            )
+            _bars(
+                axes[1],
+                labels,
+                {i: finetune_value(i, "peak_memory_mb") for i in impls},
+                "MB",
+                "process RSS high-water (TensorFlow keeps freed memory)",
+            )
+            labels = [
+                f"{i['model']} batch {mode.removeprefix('batch_')}"
+                for i in ft["inference"]
+                for mode in ("batch_1", f"batch_{i['batch_size']}")
+            ]
+            _bars(
+                axes[2],
+                labels,
+                {
+                    name: [
+                        i[mode][name]["sequences_per_s"]["median"]
+                        for i in ft["inference"]
+                        for mode in ("batch_1", f"batch_{i['batch_size']}")
+                    ]
+                    for name in ("ours", "hf_transformers")
+                },
+                "sequences/s",
+                "raw text -> pooled output",
+            )
+            axes[2].set_yscale("log")
+
+        _save(out("finetune"), draw_finetune, 3)
     return written

@@ -18,7 +18,10 @@ warm-up round and reports the median and the min..max spread):
 - `tokenize`: our tensorflow-text WordPiece vs HF `tokenizers`, batched and one by one, with id
   parity (`bench.tokenize_suite`);
 - `serve`: the local model server under 1/4/16 concurrent gRPC clients, batching off vs on
-  (`bench.serve_suite`).
+  (`bench.serve_suite`);
+- `finetune`: fine-tuning step throughput and peak memory, ours (`run_classifier`'s step) vs HF
+  transformers on PyTorch (`bench.hf_worker` in `make reference-env`'s .venv-ref), and raw text ->
+  pooled output, our TF Serving export vs HF's tokenizer + model (`bench.finetune_suite`).
 
 Writes `--out` (JSON: the machine; per suite its flags, seconds, load average and measurements;
 the goals) and one PNG per suite beside it (`<name>_<suite>.png`), and prints the table. The
@@ -50,6 +53,7 @@ SUITE_FUNCTIONS = {
     "infer": ("bench.infer_suite", "run"),
     "tokenize": ("bench.tokenize_suite", "run"),
     "serve": ("bench.serve_suite", "run"),
+    "finetune": ("bench.finetune_suite", "run"),
 }
 SUITES = tuple(SUITE_FUNCTIONS)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -185,6 +189,43 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "Serve: BatchingParameters of the batching server "
         "(default serving/configs/batching_parameters.txt).",
     )
+    # finetune
+    define(
+        "list",
+        "finetune_models",
+        ["minilm", "base"],
+        "Finetune: minilm (all-MiniLM-L6-v2's shape) and/or presets; random init.",
+    )
+    define("list", "finetune_seq_lengths", ["64", "128"], "Finetune: sequence lengths.")
+    define(
+        "list",
+        "finetune_precisions",
+        ["float32", "bfloat16"],
+        "Finetune: float32 and/or bfloat16 (each library's mixed precision).",
+    )
+    define("integer", "finetune_batch_size", 32, "Finetune: batch size.", lower_bound=1)
+    define("integer", "finetune_rounds", 3, "Finetune: timed rounds per case.", lower_bound=1)
+    define(
+        "integer", "finetune_steps_per_call", 1, "Finetune: steps per timed call.", lower_bound=1
+    )
+    define("bool", "finetune_xla", False, "Finetune: also time ours with XLA (--use_xla).")
+    define(
+        "integer",
+        "finetune_infer_seq_length",
+        128,
+        "Finetune: sequence length of the raw-text inference comparison.",
+        lower_bound=3,
+    )
+    define(
+        "integer", "finetune_latency_calls", 50, "Finetune: batch-1 calls per round.", lower_bound=1
+    )
+    define(
+        "string",
+        "reference_python",
+        None,
+        "Finetune: the reference environment's python (default .venv-ref/bin/python, made by "
+        "`make reference-env`).",
+    )
 
 
 def _per_preset(flag: str, values: list[str], presets: list[str]) -> dict[str, int]:
@@ -216,6 +257,21 @@ def _presets(flag: str, names: list[str]) -> list[str]:
     if unknown:
         raise ValueError(f"--{flag}: unknown preset(s) {unknown}; expected {', '.join(PRESETS)}")
     return names
+
+
+def _finetune_models(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n != "minilm" and n not in PRESETS]
+    if unknown or not names:
+        raise ValueError(
+            f"--finetune_models: expected minilm or presets ({', '.join(PRESETS)}), got {names}"
+        )
+    return names
+
+
+def _choices(flag: str, values: list[str], allowed: tuple[str, ...]) -> list[str]:
+    if not values or any(v not in allowed for v in values):
+        raise ValueError(f"--{flag}: expected any of {', '.join(allowed)}, got {values}")
+    return values
 
 
 def _existing_file(flag: str, path: str | None) -> str | None:
@@ -278,6 +334,22 @@ def suite_arguments(args: flags.FlagValues) -> dict[str, dict]:
             "batching_parameters_file": _existing_file(
                 "batching_parameters_file", args.batching_parameters_file
             ),
+        },
+        "finetune": lambda: {
+            "models": _finetune_models(args.finetune_models),
+            "seq_lengths": _ints("finetune_seq_lengths", args.finetune_seq_lengths),
+            "precisions": _choices(
+                "finetune_precisions", args.finetune_precisions, ("float32", "bfloat16")
+            ),
+            "rounds": args.finetune_rounds,
+            "steps_per_call": args.finetune_steps_per_call,
+            "batch_size": args.finetune_batch_size,
+            "xla": args.finetune_xla,
+            "infer_seq_length": args.finetune_infer_seq_length,
+            "latency_calls": args.finetune_latency_calls,
+            "throughput_calls": args.throughput_calls,
+            "infer_rounds": args.throughput_rounds,
+            "reference_python": _existing_file("reference_python", args.reference_python),
         },
     }
     return {suite: arguments[suite]() for suite in suites}

@@ -14,8 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 import time
@@ -25,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 from absl import logging
+
+from bench import rss
 
 
 @dataclass
@@ -115,23 +115,11 @@ def _gpu() -> str | None:
     return "GPU:0" if tf.config.list_physical_devices("GPU") else None
 
 
-def _proc_status_kb(key: str) -> int:
-    with open("/proc/self/status") as f:
-        match = re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE)
-    if not match:
-        raise OSError(f"/proc/self/status has no {key} line")
-    return int(match.group(1))
-
-
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-
-
 class PeakMemory:
     """Peak memory of one call: accelerator memory on a GPU, else the process RSS high-water.
 
-    On CPU the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs` and
-    `malloc_trim` hands freed heap pages back first, so the peak belongs to this call and not to
-    an earlier one in the same process (`resource.getrusage` only ever grows). `stop()` returns
+    On CPU `bench.rss` resets the kernel's high-water mark first, so the peak belongs to this
+    call and not to an earlier one in the same process. `stop()` returns
     (peak above the level at `start()`, absolute peak), both in MB.
     """
 
@@ -144,16 +132,13 @@ class PeakMemory:
             tf.config.experimental.reset_memory_stats(self.gpu)
             self.before = tf.config.experimental.get_memory_info(self.gpu)["current"] / 2**20
             return
-        _LIBC.malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # 5 = reset the peak RSS to the current RSS
-        self.before = _proc_status_kb("VmRSS") / 1024
+        self.before = rss.reset_peak()
 
     def stop(self) -> tuple[float, float]:
         if self.gpu:
             peak = tf.config.experimental.get_memory_info(self.gpu)["peak"] / 2**20
         else:
-            peak = _proc_status_kb("VmHWM") / 1024
+            peak = rss.peak_mb()
         return peak - self.before, peak
 
 

@@ -109,19 +109,26 @@ def _optimizer() -> keras.optimizers.Optimizer:
     return create_optimizer(1e-4, num_train_steps=1_000_000, num_warmup_steps=10_000)
 
 
-def ours_step(
-    case: Case, batch: dict, steps_per_call: int, jit_compile: bool, workdir: str
+def trainer_steps(
+    build_model: Callable[[], keras.Model],
+    loss_fn: training.LossFn,
+    precision: str,
+    batch,
+    steps_per_call: int,
+    jit_compile: bool,
+    workdir: str,
 ) -> Callable[[], float]:
-    """`steps_per_call` steps of `Trainer`'s compiled loop; returns the mean loss."""
-    training.set_precision(case.precision)
+    """`steps_per_call` steps of `Trainer`'s compiled loop on `batch`, every call; returns the
+    mean loss. What our training scripts run, for `build_model()` under `precision`."""
+    training.set_precision(precision)
     strategy = training.get_strategy("one_device")
     with strategy.scope():
-        model = BertPretrainer(build_encoder(case.bert_config()))
+        model = build_model()
         optimizer = _optimizer()
     trainer = training.Trainer(
         model,
         optimizer,
-        pretraining.pretraining_loss,
+        loss_fn,
         workdir,
         strategy,
         steps_per_loop=steps_per_call,
@@ -137,6 +144,21 @@ def ours_step(
         return float(trainer._train_loop(iterator, num_steps)["loss"])
 
     return step
+
+
+def ours_step(
+    case: Case, batch: dict, steps_per_call: int, jit_compile: bool, workdir: str
+) -> Callable[[], float]:
+    """`steps_per_call` steps of `run_pretraining`'s compiled loop; returns the mean loss."""
+    return trainer_steps(
+        lambda: BertPretrainer(build_encoder(case.bert_config())),
+        pretraining.pretraining_loss,
+        case.precision,
+        batch,
+        steps_per_call,
+        jit_compile,
+        workdir,
+    )
 
 
 def reference_model(config: BertConfig) -> keras.Model:

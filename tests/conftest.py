@@ -5,11 +5,13 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import ast
 import dataclasses
 import importlib.util
 import itertools
 import json
 import random
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,6 +105,63 @@ def run_main(monkeypatch):
         module.main([module.__name__])
 
     return run
+
+
+# --- The reference environment (`make reference-env`: .venv-ref, HF transformers on torch) ----
+
+_REPO = Path(__file__).resolve().parents[1]
+# What a reference-side script must not import: .venv-ref has none of them, and `python -m` from
+# the repo root would find the project's packages, so such an import would only fail there, late.
+_PROJECT_AND_TENSORFLOW = {"bert_tf", "serving", "tfx_pipeline", "tensorflow", "keras", "bench"}
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MAKE", "MFLAGS", "VIRTUAL_ENV", "PYTHONPATH"))
+    }
+
+
+@pytest.fixture
+def clean_env() -> dict[str, str]:
+    """os.environ without what a make or venv above this pytest (`make test`) would leak into a
+    nested make, pip or interpreter."""
+    return _clean_env()
+
+
+def _reference_script_imports(script: Path, allow: frozenset[str] = frozenset()) -> set[str]:
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+    imported = {name.split(".")[0] for name in names}
+    assert not imported & (_PROJECT_AND_TENSORFLOW - allow), f"{script} imports {imported}"
+    return imported
+
+
+@pytest.fixture
+def reference_script_imports():
+    """f(script, allow=set()): the top-level packages `script` imports, asserted free of the
+    project's and TF's (but those in `allow`)."""
+    return _reference_script_imports
+
+
+@pytest.fixture(scope="session")
+def reference_python() -> Path:
+    """`make reference-env` run (about a minute from nothing, then reused); its interpreter."""
+    made = subprocess.run(
+        ["make", "-C", str(_REPO), "reference-env"],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    return _REPO / ".venv-ref" / "bin" / "python"
 
 
 @pytest.fixture(scope="session")

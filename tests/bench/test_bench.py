@@ -17,7 +17,7 @@ def _positive(stats: dict) -> None:
     assert 0 < stats["min"] <= stats["median"] <= stats["max"]
 
 
-def test_all_suites_tiny(run_main, tmp_path):
+def test_all_suites_tiny(run_main, tmp_path, reference_python):
     out = tmp_path / "results" / "tiny.json"
     run_main(
         run,
@@ -53,12 +53,21 @@ def test_all_suites_tiny(run_main, tmp_path):
         "--serve_clients=1,2",
         "--serve_duration=0.5",
         "--serve_rounds=1",
+        # finetune: tiny against HF transformers in .venv-ref, both precisions
+        "--finetune_models=tiny",
+        "--finetune_seq_lengths=16",
+        "--finetune_precisions=float32,bfloat16",
+        "--finetune_batch_size=4",
+        "--finetune_rounds=1",
+        "--finetune_infer_seq_length=16",
+        "--finetune_latency_calls=3",
+        f"--reference_python={reference_python}",
     )
     results = json.loads(out.read_text())
-    assert set(results["suites"]) == {"train", "scaling", "infer", "tokenize", "serve"}
+    assert set(results["suites"]) == {"train", "scaling", "infer", "tokenize", "serve", "finetune"}
     assert results["machine"]["tensorflow"]
     assert set(results["seconds"]) == set(results["load_average_1m"]) == set(results["suites"])
-    for suite in ("train", "scaling", "infer", "tokenize", "serve"):
+    for suite in results["suites"]:
         assert (tmp_path / "results" / f"tiny_{suite}.png").stat().st_size > 0
 
     train = results["suites"]["train"]
@@ -104,8 +113,35 @@ def test_all_suites_tiny(run_main, tmp_path):
             _positive(per_count[mode]["requests_per_s"])
         assert per_count["ratio"] > 0
 
+    finetune = results["suites"]["finetune"]
+    assert finetune["hf_versions"]["transformers"] and finetune["threads"]["torch"] >= 1
+    rows = finetune["rows"]
+    assert [(r["precision"], r["impl"]) for r in rows] == [
+        ("float32", "ours"),
+        ("float32", "hf_transformers"),
+        ("bfloat16", "ours"),
+        ("bfloat16", "hf_transformers"),
+    ]
+    for ours, hf in (rows[:2], rows[2:]):
+        for r in (ours, hf):
+            assert (r["model"], r["seq_length"], r["batch_size"]) == ("tiny", 16, 4)
+            _positive(r["step_time_s"])
+            assert r["sequences_per_s"]["median"] == pytest.approx(4 / r["step_time_s"]["median"])
+            assert r["peak_memory_mb"] > 0
+        ratio = ours["sequences_per_s"]["median"] / hf["sequences_per_s"]["median"]
+        assert ours["ratio_vs_hf"] == pytest.approx(ratio)
+        # The same model on both sides: HF's parameter count is our classifier's.
+        assert hf["parameters"] == ours["parameters"] > 0
+    (infer,) = finetune["inference"]
+    assert (infer["model"], infer["seq_length"], infer["batch_size"]) == ("tiny", 16, 4)
+    for mode, calls in (("batch_1", 3), ("batch_4", 1)):
+        for name in ("ours", "hf_transformers"):
+            assert infer[mode][name]["latency"]["n"] == calls
+            _positive(infer[mode][name]["sequences_per_s"])
+        assert infer[mode]["ratio"] > 0
+
     goals = {g["goal"]: g for g in results["goals"]}
-    assert len(goals) == 7
+    assert len(goals) == 9
     base_goal = next(g for name, g in goals.items() if "base" in name)
     assert base_goal["met"] is None  # base was not run
     assert all(isinstance(g["met"], bool) for g in goals.values() if g is not base_goal)
@@ -129,9 +165,51 @@ def test_bad_flags(run_main, tmp_path, monkeypatch):
         run_main(run, "--suite=infer,serve", "--serve_clients=1,x", out)
     with pytest.raises(SystemExit, match=r"--batching_parameters_file=.*: no such file"):
         run_main(run, "--suite=infer,serve", f"--batching_parameters_file={tmp_path}/no", out)
+    with pytest.raises(SystemExit, match="--finetune_models: expected minilm or presets"):
+        run_main(run, "--suite=infer,finetune", "--finetune_models=bert", out)
+    with pytest.raises(SystemExit, match="--finetune_precisions: expected any of"):
+        run_main(run, "--suite=infer,finetune", "--finetune_precisions=float16", out)
+    with pytest.raises(SystemExit, match=r"--reference_python=.*: no such file"):
+        run_main(run, "--suite=infer,finetune", f"--reference_python={tmp_path}/python", out)
     with pytest.raises(flags.IllegalFlagValueError, match="latency_calls"):
         run_main(run, "--latency_calls=0", out)
     assert not (tmp_path / "x.json").exists()
+
+
+def test_hf_worker_errors_name_the_request(reference_python, tmp_path):
+    from bench.finetune_suite import HFWorker
+
+    with pytest.raises(
+        ValueError, match=r"--reference_python=.*: no such interpreter.*reference-env"
+    ):
+        HFWorker(tmp_path / "python", tmp_path / "log")
+    with HFWorker(reference_python, tmp_path / "worker.log") as worker:
+        assert worker.request("versions")["torch"].startswith("2.")
+        with pytest.raises(RuntimeError, match="HF worker, 'train_steps': KeyError"):
+            worker.request("train_steps")  # nothing to train yet
+        with pytest.raises(RuntimeError, match="precision: expected float32 or bfloat16"):
+            worker.request(
+                "train", config={}, batch={}, precision="float16", steps_per_call=1, seed=0
+            )
+        worker.process.kill()  # the worker dies: the next request says so, with its log
+        worker.process.wait(timeout=60)
+        with pytest.raises(RuntimeError, match="HF worker exited during 'versions'"):
+            worker.request("versions")
+
+
+def test_hf_worker_imports_only_the_reference_environments_packages(reference_script_imports):
+    from pathlib import Path
+
+    # Besides torch, transformers and numpy, only bench.rss (standard library only) of ours.
+    bench_dir = Path(run.__file__).parent
+    for script in ("hf_worker.py", "rss.py"):
+        imported = reference_script_imports(bench_dir / script, allow={"bench"})
+        assert imported <= {"__future__", "bench", "ctypes", "json", "numpy", "platform", "re"} | {
+            "sys",
+            "time",
+            "torch",
+            "transformers",
+        }
 
 
 def test_scaling_inputs_tiny(run_main, tmp_path):

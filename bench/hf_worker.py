@@ -95,7 +95,7 @@ class Encoding:
 
     def __init__(self, config: dict, vocab_file: str, seq_length: int):
         self.tokenizer = transformers.BertTokenizerFast(vocab_file=vocab_file, do_lower_case=True)
-        self.model = transformers.BertModel(transformers.BertConfig(**config)).eval()
+        self.model = transformers.BertModel(transformers.BertConfig(**config)).train(False)
         self.seq_length = seq_length
 
     def __call__(self, texts: list[str]) -> np.ndarray:

@@ -7,6 +7,7 @@ buffer, batches).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -20,8 +21,12 @@ from bert_tf.tfrecords import check_tfrecord_file
 def _check_example(record: bytes, spec: dict, where: str) -> None:
     """Raises ValueError naming `where` and the feature if a record does not match `spec`."""
     try:
-        example = tf.train.Example.FromString(record)
-    except Exception as e:  # protobuf's DecodeError: not a tf.train.Example
+        # protobuf's C++ backend parses up to a stray end-group tag, returns what it has and
+        # only warns ("Not all data was converted"); TF's parser then fails on the record.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            example = tf.train.Example.FromString(record)
+    except Exception as e:  # protobuf's DecodeError or that warning: not a tf.train.Example
         raise ValueError(f"{where}: not a serialized tf.train.Example ({e})") from None
     features = example.features.feature
     for name, feature_spec_ in spec.items():

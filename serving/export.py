@@ -11,7 +11,7 @@ Signatures (all inputs are string tensors [batch] unless noted):
 
 | export              | signature         | inputs                   | outputs                       |
 |---------------------|-------------------|--------------------------|-------------------------------|
-| `export_encoder`    | `serving_default` | `text`                   | `pooled_output`, `sequence_output`, `input_mask` |
+| `export_encoder`    | `serving_default` | `text`                   | `pooled_output`, `sequence_output` (0 where `input_mask` is), `input_mask` |
 | (BertPretrainer)    | `fill_mask`       | `text` with `[MASK]`s, `top_k` (int32 scalar) | `top_k_tokens`, `top_k_ids`, `top_k_probabilities` [batch, masks, k], `mask_positions`, `mask_valid` [batch, masks] |
 |                     | `pretraining_logits` | int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, S], `masked_lm_positions` [batch, P] | `mlm_logits` [batch, P, V], `nsp_logits` [batch, 2] (for PretrainingEvaluator) |
 | `export_classifier` | `serving_default` | `text_a`, `text_b` ("" = single sentence) | `logits`, `probabilities`, `label` |
@@ -27,6 +27,10 @@ second text column) is exported with `single_segment=True`: its `serving_default
 alone (the name of the tf.Example feature and of the pair signature's first input, so REST
 `{"instances": [{"text_a": "..."}]}` works), as TF Serving rejects requests that lack a
 signature input. Sentence-pair classifiers keep `text_a` and `text_b`.
+
+The encoder and classifier signatures run the encoder on the request's longest row only
+(`trim_to_longest`): outputs are those of the full `max_seq_length` (the padding never reaches
+a real position), at the cost of the request's own length.
 
 Loading an export needs `import tensorflow_text` first (its ops); nothing else from this repo.
 
@@ -183,6 +187,30 @@ def _archive(
 # --- Encoder and masked LM ----------------------------------------------------------------------
 
 
+def trim_to_longest(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The packed features without the columns that are padding in every row.
+
+    The packer pads every row to `seq_length`; a request's sentences are usually far shorter
+    (Wikipedia sentences average 34 tokens), and the encoder's cost grows with the padded
+    length. Padded keys get -10000 added to their attention logits, whose softmax weight is
+    exactly 0 in float32 (and bfloat16), so every real position's output is the same without
+    them (to float round-off of the shorter sums): only the work on padding is saved.
+    """
+    mask = features["input_mask"]
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(mask, axis=1)), 1)
+    return {name: value[:, :longest] for name, value in features.items()}
+
+
+def _pad_to(values: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+    """[batch, S', ...] -> [batch, length, ...], zeros after S' (the padding `trim_to_longest`
+    dropped), so a signature keeps its documented `seq_length`."""
+    paddings = tf.concat(
+        [[[0, 0], [0, length - tf.shape(values)[1]]], tf.zeros([tf.rank(values) - 2, 2], tf.int32)],
+        axis=0,
+    )
+    return tf.pad(values, paddings)
+
+
 def _fill_mask(model: keras.Model, preprocessor: BertPreprocessor):
     tokenizer = preprocessor.tokenizer
 
@@ -249,11 +277,16 @@ def export_encoder(
 
     def serve(text):
         features = preprocessor(text)
-        outputs = encoder(features, training=False)
+        outputs = encoder(trim_to_longest(features), training=False)
+        mask = features["input_mask"]
+        sequence_output = _pad_to(
+            tf.cast(outputs["sequence_output"], tf.float32), tf.shape(mask)[1]
+        )
         return {
             "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
-            "input_mask": features["input_mask"],
+            # Padding rows are 0: what the encoder computes there is meaningless either way.
+            "sequence_output": sequence_output * tf.cast(mask, tf.float32)[:, :, None],
+            "input_mask": mask,
         }
 
     endpoints = {"serving_default": (serve, [_STRINGS])}
@@ -298,7 +331,7 @@ def export_classifier(
     names = tf.constant(list(label_names or [str(i) for i in range(num_classes)]))
 
     def logits_of(text_a, text_b):
-        features = pair_features(preprocessor, text_a, text_b)
+        features = trim_to_longest(pair_features(preprocessor, text_a, text_b))
         return tf.cast(classifier(features, training=False), tf.float32)
 
     def parse(inputs):
@@ -319,7 +352,7 @@ def export_classifier(
     if single_segment:
         # As run_classifier's input pipeline packs a single-sentence task: `text_a` alone.
         def serve(text_a):
-            features = preprocessor(text_a)
+            features = trim_to_longest(preprocessor(text_a))
             return serve_outputs(tf.cast(classifier(features, training=False), tf.float32))
 
         serve_spec = [tf.TensorSpec([None], tf.string, name="text_a")]

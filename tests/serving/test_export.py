@@ -292,8 +292,12 @@ def test_served_through_our_model_server(exports, server_process, tmp_path):
             np.testing.assert_allclose(
                 served["pooled_output"], expected["pooled_output"], atol=1e-5
             )
+            # The export runs the encoder on the longest row only ("paris" is padding there);
+            # real positions are the full-length encoder's, padding rows 0.
+            mask = features["input_mask"].numpy()[:, :, None]
+            assert mask[1].sum() < mask[0].sum()
             np.testing.assert_allclose(
-                served["sequence_output"], expected["sequence_output"], atol=1e-5
+                served["sequence_output"], expected["sequence_output"] * mask, atol=1e-5
             )
             classes = client.classify(
                 "classifier", [{"text_a": "the dog runs"}], signature="classify"
@@ -304,3 +308,16 @@ def test_served_through_our_model_server(exports, server_process, tmp_path):
     finally:
         assert server.stop() == 0, server.log()
     assert "Number of warmup records read: 2" in log
+
+
+def test_trim_to_longest_keeps_every_real_token():
+    from serving.export import trim_to_longest
+
+    mask = tf.constant([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": mask * 0}
+    trimmed = trim_to_longest(features)
+    assert {k: v.shape.as_list() for k, v in trimmed.items()} == {k: [2, 3] for k in features}
+    np.testing.assert_array_equal(trimmed["input_mask"], mask[:, :3])
+    # An empty batch keeps one column (the encoder needs a length of at least 1).
+    empty = {k: tf.zeros([0, 5], tf.int32) for k in features}
+    assert trim_to_longest(empty)["input_mask"].shape.as_list() == [0, 1]

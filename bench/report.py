@@ -510,7 +510,8 @@ def plot(results: dict, stem: Path) -> list[Path]:
                     for i in impls
                 },
                 "sequences/s",
-                f"fine-tuning throughput (batch {ft['rows'][0]['batch_size']})",
+                "fine-tuning throughput"
+                + (f" (batch {ft['rows'][0]['batch_size']})" if ft["rows"] else ": not run"),
             )
             _bars(
                 axes[1],

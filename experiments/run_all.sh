@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The experiments of docs/results.md, in order, with the exact commands and seeds used there.
 # Usage: bash experiments/run_all.sh [stage ...]
-#   stages: data sanity wiki zh minilm squad (default: all, in that order)
+#   stages: data sanity wiki zh minilm squad hf (default: all, in that order; hf needs
+#   `make reference-env`)
 # Outputs go to runs/experiments/ (override with OUT=...). Each stage reruns idempotently:
 # training resumes from its checkpoints, finished stages are cheap to repeat.
 set -euo pipefail
@@ -12,7 +13,7 @@ DATA=$OUT/data
 CACHE=${BERT_TFX_CACHE:-$HOME/.cache/bert_tfx}
 EN_VOCAB=$CACHE/minilm/vocab.txt
 ZH_VOCAB=$CACHE/cn_clip/vocab.txt
-STAGES=("${@:-data sanity wiki zh minilm squad}")
+STAGES=("${@:-data sanity wiki zh minilm squad hf}")
 # shellcheck disable=SC2048,SC2086
 set -- ${STAGES[*]}
 
@@ -132,6 +133,38 @@ for stage in "$@"; do
       --dataset_file=tests/testdata/squad_v2.0.json --prediction_file="$Q/v2.0/predictions.json" \
       --na_prob_file="$Q/v2.0/null_odds.json" --output_file="$Q/v2.0/official_eval.json"
     ;;
-  *) echo "unknown stage $stage (expected data sanity wiki zh minilm squad)" >&2; exit 2 ;;
+  hf)  # ours vs HF transformers on PyTorch: the same recipe, 3 seeds, every labelled set
+    H=$OUT/hf
+    REF=${REF_PY:-.venv-ref/bin/python}
+    ZH_CONFIG=experiments/configs/zh_tiny_bert_config.json
+    for set in en_rt en_polarity zh_sentiment; do
+      case $set in
+      en_rt)  # the recipe: seq 64, batch 32, lr 5e-5, 1 epoch
+        recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=1)
+        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm") ;;
+      en_polarity)  # stage minilm's recipe
+        recipe=(--max_seq_length=64 --train_batch_size=16 --learning_rate=1e-4 --num_train_epochs=5)
+        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm") ;;
+      zh_sentiment)  # from scratch: the same BERT-Tiny config and Chinese vocab on both sides
+        recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-4 --num_train_epochs=3)
+        ours=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB" --do_lower_case)
+        hf=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB") ;;
+      esac
+      for seed in ${SEEDS:-1 2 3}; do
+        for optimizer in hf google; do  # hf: the same optimizer as HF's; google: our default
+          run=$H/$set/ours_${optimizer}_seed$seed
+          [[ -s $run/eval_results.txt ]] && continue
+          $PY -m bert_tf.run_classifier --task_name=text_classification --data_dir="$DATA/$set" \
+            "${ours[@]}" --do_train --do_eval "${recipe[@]}" --optimizer_recipe=$optimizer \
+            --seed="$seed" --output_dir="$run"
+        done
+        [[ -s $H/$set/hf_seed$seed.json ]] && continue
+        $REF -m experiments.hf_classifier_reference --data_dir="$DATA/$set" "${hf[@]}" \
+          "${recipe[@]}" --seed="$seed" --output_file="$H/$set/hf_seed$seed.json"
+      done
+    done
+    $PY -m experiments.hf_accuracy_summary --hf_dir="$H" --output_file="$H/summary.json"
+    ;;
+  *) echo "unknown stage $stage (expected data sanity wiki zh minilm squad hf)" >&2; exit 2 ;;
   esac
 done

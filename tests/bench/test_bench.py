@@ -204,7 +204,16 @@ def test_hf_worker_imports_only_the_reference_environments_packages(reference_sc
     bench_dir = Path(run.__file__).parent
     for script in ("hf_worker.py", "rss.py"):
         imported = reference_script_imports(bench_dir / script, allow={"bench"})
-        assert imported <= {"__future__", "bench", "ctypes", "json", "numpy", "platform", "re"} | {
+        assert imported <= {
+            "__future__",
+            "bench",
+            "ctypes",
+            "json",
+            "numpy",
+            "pathlib",
+            "platform",
+            "re",
+        } | {
             "sys",
             "time",
             "torch",

@@ -21,6 +21,7 @@ def _prepare(run_main, output_dir) -> None:
         "--zh_train_size=300",
         "--zh_dev_size=100",
         "--en_dev_size=40",
+        "--rt_dev_size=500",
     )
 
 
@@ -31,6 +32,8 @@ def test_splits_are_deterministic_and_disjoint(run_main, tmp_path):
     assert [str(f) for f in files] == [
         "en_polarity/dev.tsv",
         "en_polarity/train.tsv",
+        "en_rt/dev.tsv",
+        "en_rt/train.tsv",
         "wiki/heldout.txt",
         "wiki/train.txt",
         "zh/news.txt",
@@ -42,7 +45,8 @@ def test_splits_are_deterministic_and_disjoint(run_main, tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
     processor = TextClassificationProcessor()
-    for task, sizes in (("zh_sentiment", (300, 100)), ("en_polarity", (160, 40))):
+    splits = (("zh_sentiment", (300, 100)), ("en_polarity", (160, 40)), ("en_rt", (12252, 500)))
+    for task, sizes in splits:
         train = processor.get_examples(str(tmp_path / "a" / task), "train")
         dev = processor.get_examples(str(tmp_path / "a" / task), "dev")
         assert (len(train), len(dev)) == sizes

@@ -1,0 +1,180 @@
+r"""Summarises stage `hf` of experiments/run_all.sh: dev accuracy, ours vs HF transformers.
+
+For every labelled set under `--hf_dir` (`<set>/ours_<optimizer>_seed<n>/eval_results.txt` from
+`run_classifier`, `<set>/hf_seed<n>.json` from `experiments/hf_classifier_reference.py`): mean
+± standard deviation over the seeds of each implementation, and whether ours is within one
+standard error of HF's mean. The standard error is that of an accuracy measured on the set's
+`n` dev examples, sqrt(p (1 - p) / n) at HF's mean p: with 3 seeds the spread between seeds
+would estimate it too roughly (both are in the JSON). Writes `--output_file` (JSON), a PNG
+beside it, and prints a markdown table.
+
+    python -m experiments.hf_accuracy_summary --hf_dir=runs/experiments/hf \
+        --output_file=runs/experiments/hf/summary.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+HF = "hf"
+IMPLEMENTATIONS = {  # key -> label
+    "ours_hf": "ours, HF's optimizer (--optimizer_recipe=hf)",
+    "ours_google": "ours, our default optimizer (google-research's)",
+    HF: "HF transformers (PyTorch)",
+}
+_RUN = re.compile(r"^(ours_(?:hf|google))_seed(\d+)$|^hf_seed(\d+)\.json$")
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this script's flags (in `flag_values`); called only when run as a program."""
+    flags.DEFINE_string("hf_dir", None, "Stage hf's output folder.", flag_values=flag_values)
+    flags.DEFINE_string("output_file", None, "Summary JSON.", flag_values=flag_values)
+    for name in ("hf_dir", "output_file"):
+        flags.mark_flag_as_required(name, flag_values=flag_values)
+
+
+def read_eval_results(path: Path) -> dict[str, float]:
+    """`key = value` lines of run_classifier's eval_results.txt; a malformed line is an error."""
+    results = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        key, sep, value = line.partition(" = ")
+        if not sep:
+            raise ValueError(f"{path}:{number}: expected 'key = value', got {line!r}")
+        results[key] = float(value)
+    return results
+
+
+def collect(set_dir: Path) -> tuple[dict[str, dict[int, float]], int | None]:
+    """Accuracy per implementation and seed, and the dev size (from HF's results)."""
+    accuracy: dict[str, dict[int, float]] = {name: {} for name in IMPLEMENTATIONS}
+    num_dev = None
+    for entry in sorted(set_dir.iterdir()):
+        match = _RUN.match(entry.name)
+        if not match:
+            continue
+        if match.group(1):
+            results = entry / "eval_results.txt"
+            if not results.is_file():
+                continue  # still training
+            accuracy[match.group(1)][int(match.group(2))] = read_eval_results(results)[
+                "eval_accuracy"
+            ]
+        else:
+            result = json.loads(entry.read_text(encoding="utf-8"))
+            accuracy[HF][int(match.group(3))] = result["eval_accuracy"]
+            num_dev = result["num_eval_examples"]
+    return accuracy, num_dev
+
+
+def summarise(accuracy: dict[str, dict[int, float]], num_dev: int | None) -> dict:
+    rows = {}
+    for name, by_seed in accuracy.items():
+        values = np.array([by_seed[s] for s in sorted(by_seed)])
+        rows[name] = {
+            "seeds": sorted(by_seed),
+            "accuracy": values.tolist(),
+            "mean": float(values.mean()) if len(values) else None,
+            "std": float(values.std(ddof=1)) if len(values) > 1 else None,
+        }
+    out: dict = {"implementations": rows, "num_dev_examples": num_dev}
+    hf = rows[HF]
+    if hf["mean"] is not None and num_dev:
+        p = hf["mean"]
+        out["hf_standard_error"] = math.sqrt(p * (1 - p) / num_dev)
+        out["hf_seed_standard_error"] = (
+            hf["std"] / math.sqrt(len(hf["seeds"])) if hf["std"] is not None else None
+        )
+        for name in ("ours_hf", "ours_google"):
+            if rows[name]["mean"] is not None:
+                diff = rows[name]["mean"] - p
+                rows[name]["minus_hf"] = diff
+                rows[name]["within_one_standard_error"] = abs(diff) <= out["hf_standard_error"]
+    return out
+
+
+def plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = list(summary)
+    width = 0.8 / len(IMPLEMENTATIONS)
+    fig, ax = plt.subplots(figsize=(2.6 * len(sets) + 2, 4))
+    for k, (name, label) in enumerate(IMPLEMENTATIONS.items()):
+        rows = [summary[s]["implementations"][name] for s in sets]
+        x = np.arange(len(sets)) + (k - 1) * width
+        means = [r["mean"] or 0.0 for r in rows]
+        ax.bar(x, means, width, yerr=[r["std"] or 0.0 for r in rows], label=label, capsize=3)
+        for xi, r in zip(x, rows, strict=True):
+            ax.scatter([xi] * len(r["accuracy"]), r["accuracy"], color="k", s=8, zorder=3)
+    lows = [
+        min(a for r in summary[s]["implementations"].values() for a in r["accuracy"])
+        for s in sets
+        if any(r["accuracy"] for r in summary[s]["implementations"].values())
+    ]
+    ax.set_ylim(max(0.0, min(lows, default=0.5) - 0.05), 1.0)
+    ax.set_xticks(np.arange(len(sets)), sets)
+    ax.set_ylabel("dev accuracy (mean ± std over seeds; dots: seeds)")
+    ax.set_title("Fine-tuning accuracy: ours vs HF transformers, same recipe")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(summary: dict) -> str:
+    def cell(row: dict) -> str:
+        if row["mean"] is None:
+            return "–"
+        std = f" ± {row['std']:.3f}" if row["std"] is not None else ""
+        return f"{row['mean']:.3f}{std} (n={len(row['seeds'])})"
+
+    lines = [
+        "| set (dev size) | "
+        + " | ".join(IMPLEMENTATIONS.values())
+        + " | HF's SE | ours (HF's optimizer) − HF |",
+        "|---|" + "---|" * (len(IMPLEMENTATIONS) + 2),
+    ]
+    for name, s in summary.items():
+        rows = s["implementations"]
+        diff = rows["ours_hf"].get("minus_hf")
+        verdict = (
+            f"{diff:+.3f} ({'within' if rows['ours_hf']['within_one_standard_error'] else 'outside'} one SE)"
+            if diff is not None
+            else "–"
+        )
+        se = s.get("hf_standard_error")
+        se_cell = f"{se:.3f}" if se is not None else "–"
+        cells = " | ".join(cell(rows[k]) for k in IMPLEMENTATIONS)
+        lines.append(f"| {name} ({s['num_dev_examples']}) | {cells} | {se_cell} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    hf_dir = Path(FLAGS.hf_dir)
+    sets = sorted(p for p in hf_dir.iterdir() if p.is_dir()) if hf_dir.is_dir() else []
+    if not sets:
+        raise SystemExit(f"error: --hf_dir={hf_dir}: no set folders (run stage hf first)")
+    summary = {p.name: summarise(*collect(p)) for p in sets}
+    output = Path(FLAGS.output_file)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, output)
+    plot(summary, output.with_suffix(".png"))
+    print(table(summary))
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

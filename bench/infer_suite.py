@@ -7,7 +7,9 @@ on the same vocab) + `BertBackbone` of the same size, in a `keras.export.ExportA
 same signature. Both SavedModels are loaded back (`tf.saved_model.load`) and called in this
 process with batches of real Wikipedia sentences; ours is also served by the local model server
 (`serving.server` in a child process) and called over gRPC (`serving.client.ServingClient`,
-requesting `pooled_output`), which gives the server's overhead over the in-process call.
+requesting `pooled_output`), which gives the server's overhead over the in-process call, and
+asked for the model's status (`GetModelStatus`, no model run), which gives the part of that
+overhead that is the gRPC round trip itself (client, transport, server framework).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.text.tokenization import BertPreprocessor
 
 OURS, REFERENCE, SERVER = "ours", "keras_nlp", "ours via gRPC server"
+# A gRPC call the server answers without running a model: the floor of SERVER's overhead.
+ROUND_TRIP = "gRPC round trip, no model"
 MODEL_NAME = "bench_encoder"
 _STRINGS = tf.TensorSpec([None], tf.string)
 # Importing TensorFlow and loading a model can take minutes on a loaded 2-core machine.
@@ -143,6 +147,10 @@ def run(
                     one,
                     latencies[SERVER],
                 )
+                latencies[ROUND_TRIP] = []
+                candidates[ROUND_TRIP] = _latency_runner(
+                    lambda x: client.status(MODEL_NAME), one, latencies[ROUND_TRIP]
+                )
             # The warm-up round's latencies are dropped below (first `latency_calls` of each).
             timing.alternate(candidates, rounds=latency_rounds, warmup=1, label="infer batch 1")
             latency = {
@@ -185,4 +193,5 @@ def run(
     }
     if SERVER in latency:
         result["server_overhead"] = latency[SERVER]["p50_ms"] / latency[OURS]["p50_ms"] - 1.0
+        result["round_trip_overhead"] = latency[ROUND_TRIP]["p50_ms"] / latency[OURS]["p50_ms"]
     return result

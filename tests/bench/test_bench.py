@@ -92,11 +92,19 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
     _positive(scaling["seq_length"][0]["step_time_s"])
 
     infer = results["suites"]["infer"]
-    assert set(infer["latency_batch_1"]) == {"ours", "keras_nlp", "ours via gRPC server"}
+    assert set(infer["latency_batch_1"]) == {
+        "ours",
+        "keras_nlp",
+        "ours via gRPC server",
+        "gRPC round trip, no model",
+    }
     for latency in infer["latency_batch_1"].values():
         assert latency["n"] == 3 and 0 < latency["p50_ms"] <= latency["p99_ms"]
     assert set(infer["throughput"]) == {"ours", "keras_nlp"}
     assert infer["ratio_throughput"] > 0 and math.isfinite(infer["server_overhead"])
+    # The no-model call is a part of the model call's round trip.
+    round_trip = infer["latency_batch_1"]["gRPC round trip, no model"]["p50_ms"]
+    assert round_trip < infer["latency_batch_1"]["ours via gRPC server"]["p50_ms"]
 
     tokenize = results["suites"]["tokenize"]
     assert tokenize["ids_identical"] and tokenize["mismatched_sentences"] == 0

@@ -56,7 +56,7 @@ def save_google_checkpoint(
         )
         prefix = str(output_dir / name)
         for suffix in (".data-00000-of-00001", ".index"):
-            os.replace(tmp_prefix + suffix, prefix + suffix)
+            fileio.replace(tmp_prefix + suffix, prefix + suffix)
     finally:
         for leftover in tmp_dir.iterdir():
             leftover.unlink()

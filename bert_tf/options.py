@@ -136,15 +136,20 @@ def define_flags(
     flag_values: flags.FlagValues = flags.FLAGS,
     *,
     notes: dict[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
     **defaults,
 ) -> None:
     """Defines a flag per field of the dataclass `cls` in `flag_values`, with the
     field's help, choices and aliases; `defaults` override the fields' defaults for one script,
-    `notes` add a script's own remark to a flag's help."""
-    unknown = (set(defaults) | set(notes or ())) - {f.name for f in dataclasses.fields(cls)}
+    `notes` add a script's own remark to a flag's help, `only` names the fields to define (a
+    script that takes part of a group; `from_flags` gives the others their defaults)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = (set(defaults) | set(notes or ()) | set(only or ())) - names
     if unknown:
         raise TypeError(f"{cls.__name__} has no options {sorted(unknown)}")
     for field in dataclasses.fields(cls):
+        if only is not None and field.name not in only:
+            continue
         default = defaults.get(field.name, field.default)
         text = help_text(field)
         if notes and field.name in notes:

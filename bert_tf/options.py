@@ -52,12 +52,25 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def same_as(cls: type, name: str, default: Any = dataclasses.MISSING):
+def same_as(
+    cls: type,
+    name: str,
+    default: Any = dataclasses.MISSING,
+    *,
+    aliases: tuple[str, ...] = (),
+    note: str = "",
+):
     """A field declared as `cls`'s field `name` (help, choices, bounds), with its own default:
-    the pipelines' options reuse the scripts' declarations, so the two never drift apart."""
+    the pipelines' options reuse the scripts' declarations, so the two never drift apart.
+    `aliases` adds older names this use of the option still takes, `note` a remark to its help
+    (what differs here, as `define_flags`' notes)."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     value = field.default if default is dataclasses.MISSING else default
-    return dataclasses.field(default=value, metadata=field.metadata)
+    metadata = dict(field.metadata)
+    metadata["aliases"] = (*metadata.get("aliases", ()), *aliases)
+    if note:
+        metadata["help"] = f"{metadata.get('help', '').rstrip('.')}; {note}"
+    return dataclasses.field(default=value, metadata=metadata)
 
 
 def shown(value: Any) -> str:
@@ -243,7 +256,7 @@ class TrainingLoopOptions:
     )
     seed: int | None = option(
         None,
-        "Seed of initialisation, shuffling, masking and dropout (unset: not reproducible)",
+        "Seed of initialisation, shuffling, masking and dropout (no seed: not reproducible)",
     )
 
 

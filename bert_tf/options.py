@@ -52,12 +52,25 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def same_as(cls: type, name: str, default: Any = dataclasses.MISSING):
+def same_as(
+    cls: type,
+    name: str,
+    default: Any = dataclasses.MISSING,
+    *,
+    aliases: tuple[str, ...] = (),
+    note: str = "",
+):
     """A field declared as `cls`'s field `name` (help, choices, bounds), with its own default:
-    the pipelines' options reuse the scripts' declarations, so the two never drift apart."""
+    the pipelines' options reuse the scripts' declarations, so the two never drift apart.
+    `aliases` adds older names this use of the option still takes, `note` a remark to its help
+    (what differs here, as `define_flags`' notes)."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     value = field.default if default is dataclasses.MISSING else default
-    return dataclasses.field(default=value, metadata=field.metadata)
+    metadata = dict(field.metadata)
+    metadata["aliases"] = (*metadata.get("aliases", ()), *aliases)
+    if note:
+        metadata["help"] = f"{metadata.get('help', '').rstrip('.')}; {note}"
+    return dataclasses.field(default=value, metadata=metadata)
 
 
 def shown(value: Any) -> str:
@@ -136,15 +149,20 @@ def define_flags(
     flag_values: flags.FlagValues = flags.FLAGS,
     *,
     notes: dict[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
     **defaults,
 ) -> None:
     """Defines a flag per field of the dataclass `cls` in `flag_values`, with the
     field's help, choices and aliases; `defaults` override the fields' defaults for one script,
-    `notes` add a script's own remark to a flag's help."""
-    unknown = (set(defaults) | set(notes or ())) - {f.name for f in dataclasses.fields(cls)}
+    `notes` add a script's own remark to a flag's help, `only` names the fields to define (a
+    script that takes part of a group; `from_flags` gives the others their defaults)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = (set(defaults) | set(notes or ()) | set(only or ())) - names
     if unknown:
         raise TypeError(f"{cls.__name__} has no options {sorted(unknown)}")
     for field in dataclasses.fields(cls):
+        if only is not None and field.name not in only:
+            continue
         default = defaults.get(field.name, field.default)
         text = help_text(field)
         if notes and field.name in notes:
@@ -238,7 +256,7 @@ class TrainingLoopOptions:
     )
     seed: int | None = option(
         None,
-        "Seed of initialisation, shuffling, masking and dropout (unset: not reproducible)",
+        "Seed of initialisation, shuffling, masking and dropout (no seed: not reproducible)",
     )
 
 

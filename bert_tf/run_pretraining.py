@@ -1,9 +1,11 @@
 r"""Pre-trains BERT (masked LM + next sentence) on pretraining TFRecords (google-research
 `run_pretraining.py`).
 
-Same flags as google-research/bert (TPU flags: `bert_tf.options.TpuOptions`;
-`--use_tpu` or `--distribution_strategy` pick the strategy), plus `--preset`/`--vocab_size` (a
-paper-size config instead of `--bert_config_file`), `--optimizer=adamw|lamb`,
+Same flags as google-research/bert (model source: `bert_tf.options.ModelSourceOptions`, with
+`--bert_config_file` and `--vocab_file` defaulting to the files beside `--init_checkpoint`; TPU
+flags: `bert_tf.options.TpuOptions`; `--use_tpu` or `--distribution_strategy` pick the
+strategy), plus `--preset`/`--vocab_size` (a paper-size config instead of
+`--bert_config_file`), `--optimizer=adamw|lamb`,
 `--use_mixed_precision`, `--use_xla`, `--gradient_accumulation_steps`, `--seed` and
 `--dynamic_masking` (re-mask every read, RoBERTa style; needs `--vocab_file`; evaluation keeps
 the stored masks). Records come from `bert_tf.create_pretraining_data` or the original tool.
@@ -30,6 +32,7 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 from bert_tf import checkpoints, model_source, options, training
+from bert_tf.checkpoints import VOCAB_NAME
 from bert_tf.flags_util import check_positive
 from bert_tf.modeling.configs import PRESETS, BertConfig
 from bert_tf.modeling.encoder import build_encoder
@@ -54,7 +57,16 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
     define("string", "input_file", None, "Input TFRecord file(s): comma-separated files or globs.")
     define("string", "output_dir", None, "Checkpoints, logs and eval_results.txt go here.")
-    define("string", "bert_config_file", None, "bert_config.json of the model to pre-train.")
+    # --init_checkpoint --bert_config_file --vocab_file --max_seq_length, as in every script
+    options.define_flags(
+        options.ModelSourceOptions,
+        flag_values,
+        only=("init_checkpoint", "bert_config_file", "vocab_file", "max_seq_length"),
+        notes={
+            "vocab_file": "needed by --dynamic_masking",
+            "max_seq_length": "the records' length",
+        },
+    )
     define(
         "enum",
         "preset",
@@ -63,11 +75,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         enum_values=list(PRESETS),
     )
     define("integer", "vocab_size", 30522, "Vocabulary size for --preset.")
-    define("string", "init_checkpoint", None, "Initial weights (any checkpoint we can read).")
-    define("string", "vocab_file", None, "WordPiece vocab; needed by --dynamic_masking.")
     define("bool", "do_train", False, "Whether to run training.")
     define("bool", "do_eval", False, "Whether to run eval; writes eval_results.txt.")
-    define("integer", "max_seq_length", 128, "Tokens per record ([CLS]/[SEP] included).")
     define("integer", "max_predictions_per_seq", 20, "Masked LM predictions per record.")
     define("integer", "eval_batch_size", 8, "Examples per evaluation batch.")
     define("integer", "num_train_steps", 100000, "Number of training steps.")
@@ -89,15 +98,24 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "masked_lm_prob", 0.15, "--dynamic_masking: fraction of tokens masked.")
 
 
-def _config(args: flags.FlagValues) -> BertConfig:
-    if bool(args.bert_config_file) == bool(args.preset):
-        raise ValueError("exactly one of --bert_config_file or --preset is required")
+def _config(args: flags.FlagValues) -> tuple[BertConfig, str]:
+    """The config to pre-train and where it came from: --preset, else `model_source`'s
+    --bert_config_file or the config beside --init_checkpoint."""
+    given = bool(args.preset) + bool(args.bert_config_file)
+    if given == 2 or not (given or args.init_checkpoint):
+        raise ValueError(
+            "exactly one of --bert_config_file or --preset is required (or an --init_checkpoint "
+            "with its config beside it)"
+        )
     if args.preset:
-        return BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
-    return BertConfig.from_json_file(args.bert_config_file)
+        return BertConfig.from_preset(args.preset, vocab_size=args.vocab_size), (
+            f"--preset={args.preset}"
+        )
+    path = model_source.config_file(args.init_checkpoint, args.bert_config_file)
+    return BertConfig.from_json_file(path), path
 
 
-def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
+def _check_flags(args: flags.FlagValues, config: BertConfig, config_path: str) -> list[str]:
     """Raises ValueError naming the first bad flag; returns the input files."""
     if not (args.do_train or args.do_eval):
         raise ValueError("at least one of --do_train or --do_eval must be set")
@@ -105,11 +123,7 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
         if not args[name].value:
             raise ValueError(f"--{name} is required")
     input_files = expand_file_patterns(args.input_file, "--input_file")
-    if not 3 <= args.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(
-            f"--max_seq_length: expected 3..{config.max_position_embeddings} "
-            f"(max_position_embeddings), got {args.max_seq_length}"
-        )
+    model_source.check_max_seq_length(args.max_seq_length, config, config_path)
     if not 1 <= args.max_predictions_per_seq <= args.max_seq_length:
         raise ValueError(
             f"--max_predictions_per_seq: expected 1..{args.max_seq_length} (--max_seq_length), "
@@ -130,8 +144,8 @@ def _check_flags(args: flags.FlagValues, config: BertConfig) -> list[str]:
             args.num_train_steps,
             args.num_train_steps / args.num_warmup_steps,
         )
-    if args.dynamic_masking and not args.vocab_file:
-        raise ValueError("--dynamic_masking needs --vocab_file")
+    if args.dynamic_masking and not _vocab_file(args):
+        raise ValueError("--dynamic_masking needs --vocab_file (none beside --init_checkpoint)")
     if args.init_checkpoint and not (
         os.path.isdir(args.init_checkpoint) or tf.io.gfile.glob(args.init_checkpoint + "*")
     ):
@@ -151,11 +165,17 @@ def _input_error(input_files: list[str], args: flags.FlagValues, error: Exceptio
     return error
 
 
-def _masker(args: flags.FlagValues, config: BertConfig) -> MaskedLmMasker:
-    vocab = load_vocab(args.vocab_file)
-    model_source.check_vocab_size(
-        args.vocab_file, len(vocab), config, args.bert_config_file or f"--preset={args.preset}"
-    )
+def _vocab_file(args: flags.FlagValues) -> str | None:
+    """--vocab_file, else the vocab.txt beside --init_checkpoint (as `model_source` resolves)."""
+    if args.vocab_file or not args.init_checkpoint:
+        return args.vocab_file
+    return model_source.checkpoint_file(args.init_checkpoint, VOCAB_NAME)
+
+
+def _masker(args: flags.FlagValues, config: BertConfig, config_path: str) -> MaskedLmMasker:
+    vocab_file = _vocab_file(args)
+    vocab = load_vocab(vocab_file)
+    model_source.check_vocab_size(vocab_file, len(vocab), config, config_path)
     return MaskedLmMasker.from_vocab(
         vocab,
         whole_word_mask=args.do_whole_word_mask,
@@ -166,20 +186,22 @@ def _masker(args: flags.FlagValues, config: BertConfig) -> MaskedLmMasker:
 
 def run(args: flags.FlagValues = FLAGS) -> None:
     """The script's work; every bad input raises ValueError/OSError naming the flag or file."""
-    config = _config(args)
-    input_files = _check_flags(args, config)
+    config, config_path = _config(args)
+    input_files = _check_flags(args, config, config_path)
     # Before anything is written: TF would read a half-copied shard as a shorter, valid one.
     check_tfrecord_files(input_files)
     try:
-        _run(args, config, input_files)
+        _run(args, config, config_path, input_files)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
         raise _input_error(input_files, args, e) from None
 
 
-def _run(args: flags.FlagValues, config: BertConfig, input_files: list[str]) -> None:
+def _run(
+    args: flags.FlagValues, config: BertConfig, config_path: str, input_files: list[str]
+) -> None:
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
     strategy = training.strategy_from_flags(args)
-    masker = _masker(args, config) if args.dynamic_masking else None
+    masker = _masker(args, config, config_path) if args.dynamic_masking else None
     if args.seed is not None:
         training.set_seed(args.seed)
     training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)

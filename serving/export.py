@@ -1,7 +1,9 @@
 r"""Exports BERT models as TF Serving SavedModels with tokenization inside the graph.
 
-Each export is one version folder under a model's base path, written to a temporary folder
-beside it and renamed, so a model server polling `export_dir` never sees a half-written version:
+Each export is one version folder under a model's base path (a local path or any tf.io.gfile
+URI, e.g. gs://), written to a temporary folder beside it and renamed (`fileio.atomic_dir`; on an
+object store file by file, `saved_model.pb` last), so a model server polling `export_dir` never
+sees a half-written version:
 
     <export_dir>/<version>/saved_model.pb, variables/, assets/vocab.txt (for users; the
     tokenizer has the vocab baked into the graph), assets.extra/tf_serving_warmup_requests,
@@ -60,7 +62,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 
@@ -140,35 +141,33 @@ def _write_version(
 
     `extra_files`: {path relative to the version folder: text} written beside the model.
     """
-    export_dir = os.path.abspath(os.fspath(export_dir))
+    export_dir = os.fspath(export_dir)
+    if not fileio.is_remote(export_dir):
+        export_dir = os.path.abspath(export_dir)
     version = next_version(export_dir) if version is None else version
     if version < 0:
         raise ValueError(f"version must be a non-negative integer, got {version}")
     target = os.path.join(export_dir, str(version))
-    if os.path.exists(target):
+    if tf.io.gfile.exists(target):
         raise ValueError(f"{target} already exists: choose another version")
-    os.makedirs(export_dir, exist_ok=True)
-    # A non-numeric name beside the versions: TF Serving's poller ignores it until the rename.
-    # Default permissions (mkdtemp's are 0700): a model server running as another user, e.g. a
-    # TF Serving container with runAsNonRoot, must read the renamed version folder.
-    tmp = fileio.make_temp_dir(export_dir, prefix=f".tmp-export-{version}-")
-    try:
+    tf.io.gfile.makedirs(export_dir)
+    # Written under a non-numeric name beside the versions, which TF Serving's poller ignores,
+    # then renamed; default permissions, so a model server running as another user (a TF
+    # Serving container with runAsNonRoot) reads it. Local or any tf.io.gfile URI (gs://).
+    with fileio.atomic_dir(target, prefix=f".tmp-export-{version}-") as tmp:
         archive.write_out(tmp, verbose=False)
         if method_names:
             set_method_names(tmp, method_names)
-        os.makedirs(os.path.join(tmp, "assets"), exist_ok=True)
-        with open(os.path.join(tmp, VOCAB_ASSET), "w", encoding="utf-8") as f:
+        tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
+        with tf.io.gfile.GFile(os.path.join(tmp, VOCAB_ASSET), "w") as f:
             f.write("".join(token + "\n" for token in vocabulary))
         for name, text in (extra_files or {}).items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+            with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
                 f.write(text)
-        os.makedirs(os.path.join(tmp, "assets.extra"))
+        tf.io.gfile.makedirs(os.path.join(tmp, "assets.extra"))
         with tf.io.TFRecordWriter(os.path.join(tmp, WARMUP_FILE)) as writer:
             for inputs in warmup:
                 writer.write(_warmup_log(os.path.basename(export_dir), inputs).SerializeToString())
-        os.rename(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     logging.info("exported %s", target)
     return target
 

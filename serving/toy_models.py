@@ -18,7 +18,7 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-from serving.signatures import set_method_names
+from serving.signatures import WARMUP_FILE, set_method_names
 
 
 class StringsModel(tf.Module):
@@ -77,8 +77,8 @@ def save_strings_model(path: Path, warmup_requests: int = 0) -> Path:
         StringsModel(), str(path), signatures={"serving_default": StringsModel().serve}
     )
     if warmup_requests:
-        (path / "assets.extra").mkdir()
-        with tf.io.TFRecordWriter(str(path / "assets.extra" / "tf_serving_warmup_requests")) as w:
+        (path / WARMUP_FILE).parent.mkdir()
+        with tf.io.TFRecordWriter(str(path / WARMUP_FILE)) as w:
             for i in range(warmup_requests):
                 request = predict_pb2.PredictRequest()
                 request.model_spec.name = "strings"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -46,3 +47,57 @@ def test_remote_uris_go_through_gfile():
 def test_only_write_modes():
     with pytest.raises(ValueError, match="mode must be 'w' or 'wb'"), fileio.atomic_open("x", "a"):
         pass
+
+
+def test_local_folder_appears_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "1"
+    with fileio.atomic_dir(path) as tmp:
+        (Path(tmp) / "variables").mkdir()
+        (Path(tmp) / "saved_model.pb").write_text("pb")
+        assert not path.exists()
+    assert (path / "saved_model.pb").read_text() == "pb"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o777 & ~fileio.umask()
+    with pytest.raises(FileExistsError, match="already exists"), fileio.atomic_dir(path):
+        pass
+    with pytest.raises(RuntimeError), fileio.atomic_dir(tmp_path / "2") as tmp:
+        (Path(tmp) / "saved_model.pb").write_text("half")
+        raise RuntimeError("disk full")
+    assert sorted(os.listdir(tmp_path)) == ["1"]  # no temp folder, no "2"
+
+
+def test_remote_folder_moves_file_by_file_top_level_last(monkeypatch):
+    # ram:// renames a folder's entry but not its files, like an object store without folder
+    # renames: the files must move one by one.
+    root = "ram://fileio_dir_test"
+    moved = []
+    rename = tf.io.gfile.rename
+    monkeypatch.setattr(
+        tf.io.gfile, "rename", lambda a, b, **kw: moved.append(b) or rename(a, b, **kw)
+    )
+    with fileio.atomic_dir(f"{root}/1", prefix=".tmp-export-") as tmp:
+        tf.io.gfile.makedirs(f"{tmp}/variables")
+        tf.io.gfile.makedirs(f"{tmp}/empty")
+        for name in ("saved_model.pb", "variables/variables.index"):
+            with tf.io.gfile.GFile(f"{tmp}/{name}", "w") as f:
+                f.write(name)
+        assert not tf.io.gfile.exists(f"{root}/1")
+    assert moved == [f"{root}/1/variables/variables.index", f"{root}/1/saved_model.pb"]
+    with tf.io.gfile.GFile(f"{root}/1/variables/variables.index") as f:
+        assert f.read() == "variables/variables.index"
+    assert tf.io.gfile.isdir(f"{root}/1/empty")
+    assert sorted(tf.io.gfile.listdir(root)) == ["1"]
+
+    def fail_second(a, b, **kw):  # a failure part-way through the move
+        if moved:
+            raise OSError("connection reset")
+        moved.append(b)
+        rename(a, b, **kw)
+
+    moved.clear()
+    monkeypatch.setattr(tf.io.gfile, "rename", fail_second)
+    with pytest.raises(OSError, match="connection reset"), fileio.atomic_dir(f"{root}/2") as tmp:
+        tf.io.gfile.makedirs(f"{tmp}/variables")
+        for name in ("saved_model.pb", "variables/variables.index"):
+            with tf.io.gfile.GFile(f"{tmp}/{name}", "w") as f:
+                f.write(name)
+    assert sorted(tf.io.gfile.listdir(root)) == ["1"]  # neither "2" nor the temp folder

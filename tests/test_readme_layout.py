@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("bert_tf", "serving", "tfx_pipeline")
+PACKAGES = ("bert_tf", "serving", "tfx_pipeline", "demo")
 
 
 def _layout_rows() -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 from bert_tf import run_pretraining, training
 from bert_tf.tasks import pretraining
@@ -140,6 +141,11 @@ def test_dynamic_masking_remasks_each_read_and_eval_keeps_static_masks(data_dir,
         ({"dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
         ({"num_warmup_steps": -1}, "--num_warmup_steps: expected >= 0, got -1"),
         ({"init_checkpoint": "/nonexistent/ckpt"}, "--init_checkpoint=/nonexistent/ckpt: no such"),
+        (
+            {"bert_config_file": "", "init_checkpoint": "/nonexistent/ckpt"},
+            "--bert_config_file: not given and no bert_config.json/config.json beside "
+            "--init_checkpoint=/nonexistent/ckpt",
+        ),
     ],
 )
 def test_bad_flags_exit_with_clear_errors(data_dir, tmp_path, run_main, overrides, message):
@@ -179,3 +185,16 @@ def test_use_xla_compiles_the_training_step_and_trains_the_same(
     assert "HloModule" in hlo
     assert len(losses[True]) == 3
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+
+
+def test_config_and_vocab_default_to_the_files_beside_init_checkpoint(data_dir, tmp_path):
+    # The model-source flags are every script's (bert_tf.options.ModelSourceOptions), and so is
+    # what they default to.
+    (tmp_path / "bert_config.json").write_text(data_dir.config_file.read_text())
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    flag_values = flags.FlagValues()
+    run_pretraining.define_flags(flag_values)
+    flag_values(["run_pretraining", f"--init_checkpoint={tmp_path}", "--dynamic_masking"])
+    config, path = run_pretraining._config(flag_values)
+    assert (config, path) == (data_dir.config, str(tmp_path / "bert_config.json"))
+    assert run_pretraining._vocab_file(flag_values) == str(tmp_path / "vocab.txt")

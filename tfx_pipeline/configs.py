@@ -95,20 +95,20 @@ class TrainingOptions:
     warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
     use_mixed_precision: bool = same_as(PrecisionOptions, "use_mixed_precision")
     mixed_precision_dtype: str = same_as(PrecisionOptions, "mixed_precision_dtype")
-    use_xla: bool = option(
-        False, "XLA-compile the training step (the scripts' flag)", aliases=("jit_compile",)
+    use_xla: bool = same_as(
+        PrecisionOptions,
+        "use_xla",
+        aliases=("jit_compile",),
+        note="in the pipelines only the Trainer's training step",
     )
     distribution_strategy: str = same_as(DistributionOptions, "distribution_strategy")
-    iterations_per_loop: int = option(
+    iterations_per_loop: int = same_as(
+        DistributionOptions,
+        "iterations_per_loop",
         100,
-        "Training steps per call of the compiled loop, and between progress lines (the "
-        "scripts' flag)",
-        minimum=1,
-        aliases=("steps_per_loop",),
+        note="also the steps between progress lines",
     )
-    seed: int = option(
-        12345, "Seed of initialization, shuffling and masking", aliases=("random_seed",)
-    )
+    seed: int = same_as(TrainingLoopOptions, "seed", 12345, aliases=("random_seed",))
     max_seq_length: int = same_as(ModelSourceOptions, "max_seq_length")
     do_lower_case: bool = same_as(ModelSourceOptions, "do_lower_case")
 

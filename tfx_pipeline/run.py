@@ -48,6 +48,7 @@ import time
 
 from absl import app, flags, logging
 
+from bert_tf.tasks import glue  # light (no TensorFlow): the flag checks stay fast
 from tfx_pipeline import configs
 
 FLAGS = flags.FLAGS
@@ -219,8 +220,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     for spec in _OPTION_SPECS.values():
         text = spec.flag_help()
         if spec.name == "task_name":
-            from bert_tf.tasks import glue  # light: no TensorFlow
-
             text += f" Tasks: {', '.join(glue.PROCESSORS)}."
         define = getattr(flags, _FLAG_DEFINERS[spec.type])
         define(spec.name, None, text, flag_values=flag_values)
@@ -339,8 +338,6 @@ def _check_data_root() -> None:
     if not os.path.isdir(data_root):
         sys.exit(f"error: --data_root={data_root}: no such folder")
     if FLAGS.pipeline == "classify":
-        from bert_tf.tasks import glue
-
         processor = glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)
         for split in (glue.TRAIN, glue.DEV):
             try:
@@ -443,8 +440,6 @@ def check_flags() -> dict | None:
     if errors:
         sys.exit("error: " + "; ".join(errors))
     if FLAGS.pipeline == "classify":
-        from bert_tf.tasks import glue
-
         try:
             glue.get_processor(FLAGS.task_name or configs.ClassificationOptions.task_name)
         except ValueError as e:

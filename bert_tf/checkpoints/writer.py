@@ -26,6 +26,7 @@ from bert_tf.checkpoints.names import (
     has_pretraining_heads,
 )
 from bert_tf.modeling.encoder import BertEncoder
+from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertTokenClassifier
 
 
 def save_google_checkpoint(
@@ -56,7 +57,7 @@ def save_google_checkpoint(
         )
         prefix = str(output_dir / name)
         for suffix in (".data-00000-of-00001", ".index"):
-            os.replace(tmp_prefix + suffix, prefix + suffix)
+            fileio.replace(tmp_prefix + suffix, prefix + suffix)
     finally:
         for leftover in tmp_dir.iterdir():
             leftover.unlink()
@@ -89,8 +90,6 @@ def save_hf_checkpoint(
     our `load_pretrained` (the encoder and pre-training heads; a classifier head is reported as
     unexpected). Each file is written atomically with default permissions.
     """
-    from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertTokenClassifier
-
     config = find_encoder(model).bert_config.to_hf_config()
     if isinstance(model, BertEncoder):
         architecture = "BertModel"

@@ -321,3 +321,18 @@ def test_trim_to_longest_keeps_every_real_token():
     # An empty batch keeps one column (the encoder needs a length of at least 1).
     empty = {k: tf.zeros([0, 5], tf.int32) for k in features}
     assert trim_to_longest(empty)["input_mask"].shape.as_list() == [0, 1]
+
+
+def test_export_to_a_filesystem_uri(tmp_path):
+    # A URI (as gs://serving_model_dir from the pipeline's Trainer) goes through tf.io.gfile,
+    # never os.path: file:// is the local filesystem through that same code path.
+    uri = tmp_path.as_uri() + "/classifier"
+    model = _tiny(BertClassifier, 3)
+    path = export.export_classifier(
+        model, BertPreprocessor(VOCAB, seq_length=16), uri, label_names=LABELS
+    )
+    assert path == uri + "/1"
+    assert sorted(p.name for p in (tmp_path / "classifier").iterdir()) == ["1"]
+    assert (tmp_path / "classifier" / "1" / "assets" / "vocab.txt").read_text().split() == VOCAB
+    assert export.next_version(uri) == 2
+    assert "classify" in tf.saved_model.load(path).signatures

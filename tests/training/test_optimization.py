@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.modeling.configs import BertConfig
+from bert_tf import testing
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
 from bert_tf.training.optimization import WarmupLinearDecay, create_optimizer
@@ -35,13 +35,7 @@ def test_schedule_config_round_trip_and_validation():
 
 @pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
 def test_weight_decay_skips_layer_norm_and_biases(optimizer_type):
-    config = BertConfig(
-        vocab_size=40,
-        hidden_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-    )
+    config = testing.micro_config(40)
     model = BertPretrainer(build_encoder(config))
     optimizer = create_optimizer(
         0.1, num_train_steps=10, num_warmup_steps=0, optimizer_type=optimizer_type

@@ -9,8 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management
 
-from bert_tf import training
-from bert_tf.modeling.configs import BertConfig
+from bert_tf import testing, training
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.training.optimization import create_optimizer
@@ -20,14 +19,8 @@ STEPS = 6
 
 def _model(dropout: float) -> keras.Model:
     # A one-layer BERT regressor: embeddings (IndexedSlices gradients) and dropout (RNG state).
-    config = BertConfig(
-        vocab_size=20,
-        hidden_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=8,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
+    config = testing.micro_config(
+        20, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
     )
     return BertClassifier(build_encoder(config), num_classes=1)
 

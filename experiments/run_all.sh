@@ -137,7 +137,7 @@ for stage in "$@"; do
     H=$OUT/hf
     REF=${REF_PY:-.venv-ref/bin/python}
     ZH_CONFIG=experiments/configs/zh_tiny_bert_config.json
-    for set in en_rt en_polarity zh_sentiment; do
+    for set in ${HF_SETS:-en_rt en_polarity zh_sentiment}; do
       case $set in
       en_rt)  # the recipe: seq 64, batch 32, lr 5e-5, 1 epoch
         recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=1)

@@ -111,6 +111,25 @@ class TrainingOptions:
     seed: int = same_as(TrainingLoopOptions, "seed", 12345, aliases=("random_seed",))
     max_seq_length: int = same_as(ModelSourceOptions, "max_seq_length")
     do_lower_case: bool = same_as(ModelSourceOptions, "do_lower_case")
+    # ExampleValidator's drift check (not in custom_config: the model does not depend on it).
+    drift_linf_threshold: float = option(
+        0.1,
+        "ExampleValidator: largest L-infinity distance of a checked feature's value shares from "
+        "the previous accepted span's (categorical statistics; 0: not checked). Checked: the "
+        "label (classify: label, pretrain: next_sentence_labels) and any feature a --schema_dir "
+        "schema gives a drift_comparator",
+        minimum=0,
+    )
+    drift_js_threshold: float = option(
+        0.1,
+        "ExampleValidator: largest Jensen-Shannon divergence of a checked feature's distribution "
+        "from the previous accepted span's (0: not checked; features as --drift_linf_threshold)",
+        minimum=0,
+    )
+
+
+# Options only ExampleValidator reads: left out of the Transform/Trainer custom_config.
+VALIDATION_OPTIONS = ("drift_linf_threshold", "drift_js_threshold")
 
 
 @dataclasses.dataclass
@@ -341,6 +360,7 @@ def modules_digest() -> str:
 
 
 def custom_config(options: TrainingOptions, **extra) -> dict:
-    """The options as a module function's custom_config (JSON values), plus `extra` entries and
-    the modules' digest."""
-    return {**dataclasses.asdict(options), "modules_digest": modules_digest(), **extra}
+    """The options as a module function's custom_config (JSON values; not VALIDATION_OPTIONS),
+    plus `extra` entries and the modules' digest."""
+    values = {k: v for k, v in dataclasses.asdict(options).items() if k not in VALIDATION_OPTIONS}
+    return {**values, "modules_digest": modules_digest(), **extra}

@@ -15,7 +15,9 @@
 Every pipeline validates its data before anything trains on it: the schema is SchemaGen's
 (inferred from this run's statistics) or, with `schema_dir`, a curated one (ImportSchemaGen,
 e.g. a first run's SchemaGen output); ExampleValidator (`components/example_validator.py`)
-stops the run on an anomaly, naming it.
+stops the run on an anomaly, naming it: one against the schema, an empty text, or the label
+drifting from the previous span it accepted beyond the options' L-infinity / Jensen-Shannon
+thresholds.
 
 Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`. Every
 evaluator's baseline is `ServingBaseline`'s copy of the highest complete version there (what TF
@@ -45,11 +47,21 @@ from tfx_pipeline.components.text_classification_example_gen import TextClassifi
 from tfx_pipeline.components.tfma_evaluator import Evaluator
 
 
-def _validated(example_gen, schema_dir: str, splits_with_other_features: Sequence[str] = ()):
+def _validated(
+    example_gen,
+    schema_dir: str,
+    pipeline_root: str,
+    options: configs.TrainingOptions,
+    drift_features: Sequence[str] = (),
+    splits_with_other_features: Sequence[str] = (),
+):
     """StatisticsGen, the schema (SchemaGen's, or ImportSchemaGen's of `<schema_dir>/schema.pbtxt`)
-    and the ExampleValidator gate: [statistics_gen, schema_gen, example_validator]. Splits whose
-    records have other features than the training split's are left out of the schema and the
-    check (SQuAD's eval split)."""
+    and the ExampleValidator gate: [statistics_gen, schema_gen, example_validator]. The gate also
+    fails on empty texts (it reads the examples) and on `drift_features` (and any feature the
+    schema gives a drift_comparator) drifting from the statistics of the previous span it accepted
+    (kept under `<pipeline_root>/ExampleValidator/accepted_statistics`). Splits whose records have
+    other features than the training split's are left out of the schema and the check (SQuAD's
+    eval split)."""
     excluded = list(splits_with_other_features)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     if schema_dir:
@@ -65,7 +77,12 @@ def _validated(example_gen, schema_dir: str, splits_with_other_features: Sequenc
     validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"],
         exclude_splits=excluded,
+        baseline_dir=os.path.join(pipeline_root, "ExampleValidator", "accepted_statistics"),
+        drift_features=list(drift_features),
+        drift_linf_threshold=options.drift_linf_threshold,
+        drift_js_threshold=options.drift_js_threshold,
     )
     return [statistics_gen, schema_gen, validator]
 
@@ -171,7 +188,9 @@ def create_pretraining_pipeline(
         short_seq_prob=options.short_seq_prob,
         seed=options.seed,
     )
-    validated = _validated(example_gen, schema_dir)
+    validated = _validated(
+        example_gen, schema_dir, pipeline_root, options, drift_features=["next_sentence_labels"]
+    )
     config = configs.custom_config(options, vocab_file=vocab_file)
     transform = _transform(example_gen, validated, configs.PRETRAINING_PREPROCESSING_FN, config)
     trainer = _trainer(
@@ -300,7 +319,9 @@ def create_classification_pipeline(
     """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
     regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
     example_gen = TextClassificationExampleGen(input_base=data_root, task_name=options.task_name)
-    validated = _validated(example_gen, schema_dir)
+    validated = _validated(
+        example_gen, schema_dir, pipeline_root, options, drift_features=["label"]
+    )
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
     transform = _transform(example_gen, validated, configs.CLASSIFICATION_PREPROCESSING_FN, config)
     pretrained = _pretrained_checkpoint(init_checkpoint)
@@ -363,7 +384,11 @@ def create_squad_pipeline(
         base_model=pretrained.outputs["result"],
     )
     # The eval split keeps the raw questions, contexts and answers for the official scorer.
-    validated = _validated(example_gen, schema_dir, splits_with_other_features=["eval"])
+    # No default drift features: the windows' token ids and answer positions vary with the
+    # documents; a --schema_dir schema's drift_comparator still applies.
+    validated = _validated(
+        example_gen, schema_dir, pipeline_root, options, splits_with_other_features=["eval"]
+    )
     trainer.add_upstream_node(validated[-1])
     evaluate_and_push = _evaluate_and_push(
         trainer,

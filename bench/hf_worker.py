@@ -98,7 +98,7 @@ class Encoding:
         # transformers 5 takes the file as `vocab`; `vocab_file=` would be silently ignored and
         # leave a 5-token vocabulary that maps every word to [UNK].
         self.tokenizer = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=True)
-        lines = len(Path(vocab_file).read_text(encoding="utf-8").splitlines())
+        lines = len(Path(vocab_file).read_bytes().splitlines())  # not str: U+001C etc. are tokens
         if len(self.tokenizer) != lines:
             raise ValueError(
                 f"{vocab_file}: {lines} tokens, the HF tokenizer has {len(self.tokenizer)}"

@@ -128,7 +128,7 @@ def run(args) -> dict:
     # transformers 5 takes the file as `vocab`; `vocab_file=` would be silently ignored and
     # leave a 5-token vocabulary that maps every word to [UNK].
     tokenizer = transformers.BertTokenizerFast(vocab=vocab_file, do_lower_case=args.do_lower_case)
-    lines = len(Path(vocab_file).read_text(encoding="utf-8").splitlines())
+    lines = len(Path(vocab_file).read_bytes().splitlines())  # not str: U+001C etc. are tokens
     if len(tokenizer) != lines:
         raise SystemExit(
             f"error: {vocab_file}: {lines} tokens, the HF tokenizer has {len(tokenizer)}"

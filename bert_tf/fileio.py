@@ -123,6 +123,16 @@ def _move_tree(source: str, path: str) -> None:
         gfile.makedirs(path + name[len(source) :])
 
 
+def move_tree(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Moves the folder `source` to `path` (which must not exist): locally one rename, on a
+    tf.io.gfile filesystem file by file with a SavedModel's `saved_model.pb` last."""
+    source, path = os.fspath(source), os.fspath(path)
+    if is_remote(path):
+        _move_tree(source.rstrip("/"), path.rstrip("/"))
+    else:
+        os.rename(source, path)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, prefix: str = ".tmp-") -> Iterator[str]:
     """A new folder beside `path` to fill, renamed to `path` if the block succeeds, else removed.

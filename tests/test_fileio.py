@@ -101,3 +101,19 @@ def test_remote_folder_moves_file_by_file_top_level_last(monkeypatch):
             with tf.io.gfile.GFile(f"{tmp}/{name}", "w") as f:
                 f.write(name)
     assert sorted(tf.io.gfile.listdir(root)) == ["1"]  # neither "2" nor the temp folder
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_move_tree_moves_every_file(tmp_path, remote):
+    root = "ram://fileio_move_test" if remote else str(tmp_path)
+    source, target = f"{root}/export-staging/1", f"{root}/Format-Serving"
+    tf.io.gfile.makedirs(f"{source}/variables")
+    for name in ("saved_model.pb", "variables/variables.index"):
+        with tf.io.gfile.GFile(f"{source}/{name}", "w") as f:
+            f.write(name)
+    fileio.move_tree(source, target)
+    for name in ("saved_model.pb", "variables/variables.index"):
+        with tf.io.gfile.GFile(f"{target}/{name}") as f:
+            assert f.read() == name
+    left = [names for _, _, names in tf.io.gfile.walk(f"{root}/export-staging")]
+    assert not any(left), left  # nothing stays behind

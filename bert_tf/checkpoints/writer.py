@@ -38,15 +38,19 @@ def save_google_checkpoint(
     `bert_config.json`. Files are written under a temporary prefix in `output_dir` and renamed
     (data before index), so a reader never sees a half-written checkpoint.
     """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    # Strings, not Path: `output_dir` may be a tf.io.gfile URI (gs://), which Path would mangle.
+    output_dir = os.fspath(output_dir)
+    if not fileio.is_remote(output_dir):
+        os.makedirs(output_dir, exist_ok=True)
+    else:
+        tf.io.gfile.makedirs(output_dir)
     weights = get_google_weights(model)
     names = sorted(weights)
     # Default permissions (mkdtemp's 0700 would not matter for the renamed files, but keeps
     # every folder the scripts make readable by others, e.g. a non-root TF Serving container).
-    tmp_dir = Path(fileio.make_temp_dir(output_dir, prefix=".tmp-ckpt-"))
+    tmp_dir = fileio.make_temp_dir(output_dir, prefix=".tmp-ckpt-")
     try:
-        tmp_prefix = str(tmp_dir / name)
+        tmp_prefix = os.path.join(tmp_dir, name)
         # SaveV2 writes the TF1 name -> tensor format that tf.compat.v1.train.Saver and
         # tf.train.load_checkpoint read; tf.train.Checkpoint would write object-graph names.
         tf.raw_ops.SaveV2(
@@ -55,18 +59,16 @@ def save_google_checkpoint(
             shape_and_slices=[""] * len(names),
             tensors=[tf.constant(weights[n]) for n in names],
         )
-        prefix = str(output_dir / name)
+        prefix = os.path.join(output_dir, name)
         for suffix in (".data-00000-of-00001", ".index"):
             fileio.replace(tmp_prefix + suffix, prefix + suffix)
     finally:
-        for leftover in tmp_dir.iterdir():
-            leftover.unlink()
-        tmp_dir.rmdir()
-    find_encoder(model).bert_config.to_json_file(output_dir / CONFIG_NAME)
+        fileio.remove_tree(tmp_dir)
+    find_encoder(model).bert_config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
     # The `checkpoint` state file (text proto) that tf.train.latest_checkpoint reads; written by
     # hand because tf.compat.v1.train.update_checkpoint_state is deprecated.
     fileio.atomic_write_text(
-        output_dir / "checkpoint",
+        os.path.join(output_dir, "checkpoint"),
         f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n',
     )
     return prefix

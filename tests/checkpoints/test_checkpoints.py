@@ -40,6 +40,25 @@ def _pretrainer(config=TINY):
     return BertPretrainer(build_encoder(config))
 
 
+def test_google_checkpoint_writes_to_a_gfile_uri():
+    """gs:// and the like (ram:// here): the same files, readable by TF's checkpoint reader."""
+    model = _pretrainer()
+    folder = "ram://google_checkpoint_test/out"
+    prefix = checkpoints.save_google_checkpoint(model, folder)
+    assert prefix == f"{folder}/bert_model.ckpt"
+    assert sorted(tf.io.gfile.listdir(folder)) == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "checkpoint",
+    ]
+    # The reader itself: tf.train.load_checkpoint takes ram://'s prefixes for folders.
+    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+    name = "bert/embeddings/word_embeddings"
+    expected = checkpoints.get_google_weights(model)[name]
+    assert np.array_equal(reader.get_tensor(name), expected)
+
+
 def test_google_checkpoint_round_trip_is_bit_identical(tmp_path):
     model = _pretrainer()
     prefix = checkpoints.save_google_checkpoint(model, tmp_path)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 from absl import app, flags
+
+from experiments import read_eval_results, save_figure, write_json
 
 FLAGS = flags.FLAGS
 HF = "hf"
@@ -39,17 +40,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string("output_file", None, "Summary JSON.", flag_values=flag_values)
     for name in ("hf_dir", "output_file"):
         flags.mark_flag_as_required(name, flag_values=flag_values)
-
-
-def read_eval_results(path: Path) -> dict[str, float]:
-    """`key = value` lines of run_classifier's eval_results.txt; a malformed line is an error."""
-    results = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        key, sep, value = line.partition(" = ")
-        if not sep:
-            raise ValueError(f"{path}:{number}: expected 'key = value', got {line!r}")
-        results[key] = float(value)
-    return results
 
 
 def collect(set_dir: Path) -> tuple[dict[str, dict[int, float]], int | None]:
@@ -127,7 +117,7 @@ def plot(summary: dict, path: Path) -> None:
     ax.set_title("Fine-tuning accuracy: ours vs HF transformers, same recipe")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -166,12 +156,8 @@ def main(argv: list[str]) -> None:
     if not sets:
         raise SystemExit(f"error: --hf_dir={hf_dir}: no set folders (run stage hf first)")
     summary = {p.name: summarise(*collect(p)) for p in sets}
-    output = Path(FLAGS.output_file)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, output)
-    plot(summary, output.with_suffix(".png"))
+    write_json(summary, FLAGS.output_file)
+    plot(summary, Path(FLAGS.output_file).with_suffix(".png"))
     print(table(summary))
 
 

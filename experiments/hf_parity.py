@@ -56,6 +56,7 @@ from absl import app, flags, logging
 
 from bert_tf import options
 from bert_tf.options import option
+from experiments import HF_PARITY_LOSSES_FILE, HF_PARITY_WEIGHTS_FILE, save_figure
 
 FLAGS = flags.FLAGS
 REPO = Path(__file__).resolve().parents[1]
@@ -419,7 +420,6 @@ def run_reference(
     extra_flags: list[str] = (),
 ) -> dict:
     """Runs experiments/hf_parity_reference.py; returns its losses file and final weights."""
-    from experiments.hf_parity_reference import LOSSES_FILE, WEIGHTS_FILE
 
     command = [
         python,
@@ -445,8 +445,8 @@ def run_reference(
             f"{REFERENCE_MODULE} failed ({run.returncode}); is the reference environment there "
             f"(make reference-env)?\n{run.stderr[-3000:]}"
         )
-    result = json.loads((output_dir / LOSSES_FILE).read_text())
-    with np.load(output_dir / WEIGHTS_FILE) as weights:
+    result = json.loads((output_dir / HF_PARITY_LOSSES_FILE).read_text())
+    with np.load(output_dir / HF_PARITY_WEIGHTS_FILE) as weights:
         result["weights"] = {k: weights[k] for k in weights.files}
     result["seconds"] = time.perf_counter() - start
     result["command"] = command[1:]
@@ -565,7 +565,7 @@ def plot(result: dict, ours: dict, theirs: dict, path: Path) -> None:
     bottom.legend()
     bottom.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 
@@ -595,7 +595,7 @@ def plot_effects(base: dict, variants: dict[str, dict], theirs: dict, path: Path
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, dpi=90)
     plt.close(fig)
 
 

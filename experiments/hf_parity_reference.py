@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
+from experiments import HF_PARITY_LOSSES_FILE, HF_PARITY_WEIGHTS_FILE
+
 FLAGS = flags.FLAGS
-LOSSES_FILE = "reference_losses.json"
-WEIGHTS_FILE = "reference_weights.npz"
 BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids", "labels")
 # HF Trainer's `get_decay_parameter_names`: every parameter but biases and LayerNorm weights.
 NO_DECAY = ("bias", "LayerNorm.weight")
@@ -174,7 +174,7 @@ def train(args) -> dict:
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     np.savez(
-        output_dir / WEIGHTS_FILE,
+        output_dir / HF_PARITY_WEIGHTS_FILE,
         **{n: p.detach().numpy() for n, p in model.named_parameters()},
     )
     return {
@@ -193,7 +193,7 @@ def train(args) -> dict:
 def main(argv: list[str]) -> None:
     del argv
     result = train(FLAGS)
-    path = Path(FLAGS.output_dir) / LOSSES_FILE
+    path = Path(FLAGS.output_dir) / HF_PARITY_LOSSES_FILE
     path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(path)
 

@@ -11,14 +11,13 @@ Reads `<zh_dir>/finetune_{pretrained,scratch}_lr<lr>_seed<seed>/eval_results.txt
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 from absl import app, flags
 
-from experiments import report
+from experiments import read_eval_results, report, save_figure
 
 FLAGS = flags.FLAGS
 RUN_NAME = re.compile(r"finetune_(pretrained|scratch)_lr([0-9.e-]+)_seed(\d+)$")
@@ -32,11 +31,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def eval_accuracy(path: Path) -> float:
-    """`eval_accuracy` of an `eval_results.txt` (`key = value` lines)."""
-    values = dict(line.split(" = ", 1) for line in path.read_text().splitlines() if " = " in line)
-    if "eval_accuracy" not in values:
+    """`eval_accuracy` of an `eval_results.txt`."""
+    results = read_eval_results(path)
+    if "eval_accuracy" not in results:
         raise ValueError(f"{path}: no 'eval_accuracy = ...' line")
-    return float(values["eval_accuracy"])
+    return results["eval_accuracy"]
 
 
 def summarize(zh_dir: Path) -> dict:
@@ -97,10 +96,8 @@ def plot(summary: dict, path: Path) -> None:
     ax.set_ylim(0.5, 1.0)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fig.savefig(tmp, format="png", dpi=80)
+    save_figure(fig, path, dpi=80)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def main(argv: list[str]) -> None:

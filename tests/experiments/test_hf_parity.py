@@ -26,13 +26,18 @@ WEIGHT_ATOL = WEIGHT_RTOL = 1e-5  # every final weight (numpy.allclose's atol an
 
 
 def test_reference_script_imports_neither_the_project_nor_tensorflow(reference_script_imports):
+    """Of the project, only `experiments` itself (its file names), whose __init__ imports the
+    standard library alone: the reference environment has neither bert_tf nor TensorFlow."""
     imported = reference_script_imports(REFERENCE_SCRIPT)
     assert imported - {"__future__", "json", "os", "platform", "pathlib"} == {
         "absl",
+        "experiments",
         "numpy",
         "torch",
         "transformers",
     }
+    package = reference_script_imports(REPO / "experiments" / "__init__.py")
+    assert package <= {"__future__", "json", "os", "pathlib"}, package
 
 
 def test_recipes_name_create_optimizers_defaults_and_hfs():

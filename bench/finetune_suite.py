@@ -11,7 +11,7 @@ drawn once here and sent to the worker). bf16 is each library's mixed precision 
 `mixed_bfloat16` (bf16 compute, float32 variables), HF's `torch.autocast("cpu", bfloat16)`
 around the forward pass and loss (float32 parameters, as `Trainer(bf16=True)`).
 
-**Inference from raw text**: ours is the TF Serving export (`serving.export.export_encoder`:
+**Inference from raw text**: ours is the TF Serving export (`serving.export_lib.export_encoder`:
 in-graph normalisation + WordPiece + packing + encoder, padded to the sequence length) loaded in
 this process; HF's is `BertTokenizerFast` + `BertModel` under `torch.inference_mode()`
 (`bench.hf_worker.Encoding`: padded to the batch's longest). Same Wikipedia sentences, same
@@ -27,9 +27,7 @@ the call above what was resident before it (`bench.rss`), plus the absolute peak
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,6 +39,7 @@ import tensorflow as tf
 from absl import logging
 
 from bench import data, timing
+from bench.hf_reference import DEFAULT_REFERENCE_PYTHON, HFWorker
 from bench.train_suite import trainer_steps
 from bert_tf.data import fetch
 from bert_tf.modeling.configs import BertConfig
@@ -48,14 +47,10 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.tasks.classification import classification_loss_fn
 from bert_tf.text.tokenization import BertPreprocessor
-from serving.export import export_encoder
+from serving.export_lib import export_encoder
 
 OURS, HF = "ours", "hf_transformers"
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_REFERENCE_PYTHON = REPO / ".venv-ref" / "bin" / "python"
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}  # -> our Keras policy
-# Loading torch + transformers and building `base` can take minutes on a loaded 2-core machine.
-WORKER_TIMEOUT_S = 1800
 
 
 def bert_config(model: str) -> BertConfig:
@@ -91,63 +86,6 @@ def synthetic_batch(case: Case, vocab_size: int, seed: int = 0) -> dict[str, np.
         "token_type_ids": type_ids,
         "labels": rng.integers(0, 2, [b]).astype(np.int32),
     }
-
-
-class HFWorker:
-    """`python -m bench.hf_worker` in the reference environment, one JSON request at a time."""
-
-    def __init__(self, python: str | os.PathLike, log_path: Path):
-        python = Path(python)
-        if not python.is_file():
-            raise ValueError(
-                f"--reference_python={python}: no such interpreter; `make reference-env` "
-                "creates .venv-ref (HF transformers on CPU torch)"
-            )
-        self.log_path = log_path
-        self._log = open(log_path, "w")  # noqa: SIM115  (closed in close())
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        self.process = subprocess.Popen(
-            [str(python), "-m", "bench.hf_worker"],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-        )
-
-    def request(self, op: str, **fields) -> dict:
-        """Sends one request and returns the reply; RuntimeError naming the op on failure."""
-        try:
-            self.process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except (BrokenPipeError, ValueError):  # the worker died / its pipe is closed
-            line = ""
-        if not line:
-            self._log.flush()
-            tail = self.log_path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"HF worker exited during {op!r}; its log ends:\n{tail}")
-        reply = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"HF worker, {op!r}: {reply['error']}")
-        return reply
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-    def __enter__(self) -> HFWorker:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Encoder inference from raw strings: our SavedModel against keras-nlp's, and through the server.
 
-Ours is `serving.export.export_encoder` (the TF Serving export: `BertPreprocessor` + `BertEncoder`
+Ours is `serving.export_lib.export_encoder` (the TF Serving export: `BertPreprocessor` + `BertEncoder`
 in one `serving_default` signature, text -> pooled/sequence outputs). The reference is what a
 keras-nlp user exports for the same job: `keras_nlp.models.BertPreprocessor` (its `BertTokenizer`
 on the same vocab) + `BertBackbone` of the same size, in a `keras.export.ExportArchive` with the
@@ -9,7 +9,10 @@ process with batches of real Wikipedia sentences; ours is also served by the loc
 (`serving.server` in a child process) and called over gRPC (`serving.client.ServingClient`,
 requesting `pooled_output`), which gives the server's overhead over the in-process call, and
 asked for the model's status (`GetModelStatus`, no model run), which gives the part of that
-overhead that is the gRPC round trip itself (client, transport, server framework).
+overhead that is the gRPC round trip itself (client, transport, server framework). With the
+reference environment (`make reference-env`), HF transformers on PyTorch answers the same
+strings too (`bench.hf_reference`: its fast tokenizer on the same vocab, padding to the batch's
+longest, + `BertModel` of the same size in `torch.inference_mode`, timed by the worker itself).
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ import tensorflow_text  # noqa: F401  (the exports' tokenizer ops)
 from absl import logging
 
 from bench import data, reference, timing
+from bench.hf_reference import HFWorker
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.text.tokenization import BertPreprocessor
 
-OURS, REFERENCE, SERVER = "ours", "keras_nlp", "ours via gRPC server"
+OURS, REFERENCE, SERVER, HF = "ours", "keras_nlp", "ours via gRPC server", "hf_transformers"
 # A gRPC call the server answers without running a model: the floor of SERVER's overhead.
 ROUND_TRIP = "gRPC round trip, no model"
 MODEL_NAME = "bench_encoder"
@@ -41,7 +45,7 @@ SERVER_START_TIMEOUT = 900
 
 def export_ours(preset: str, seq_length: int, export_dir: str) -> str:
     """Our encoder of `preset` size (random weights) as a TF Serving version folder."""
-    from serving.export import export_encoder
+    from serving.export_lib import export_encoder
 
     encoder = build_encoder(BertConfig.from_preset(preset))
     preprocessor = BertPreprocessor(data.vocab_file(), seq_length=seq_length)
@@ -112,15 +116,17 @@ def run(
     throughput_calls: int,
     throughput_rounds: int,
     with_server: bool = True,
+    reference_python: str | None = None,
 ) -> dict:
-    """The infer suite (see the module docstring and bench.run's flags)."""
+    """The infer suite (see the module docstring and bench.run's flags); HF's side too with
+    `reference_python` (the reference environment's interpreter)."""
     from serving.client import ServingClient
     from serving.process import ServerProcess
 
     with tempfile.TemporaryDirectory(prefix="bench-infer-") as tmp:
         base = os.path.join(tmp, MODEL_NAME)
         paths = {OURS: export_ours(preset, seq_length, base)}
-        server = client = None
+        server = client = worker = None
         if with_server:  # starts loading while the reference is exported
             server = ServerProcess(
                 ["--embedded", f"--model_name={MODEL_NAME}", f"--model_base_path={base}"],
@@ -129,6 +135,16 @@ def run(
         try:
             paths[REFERENCE] = export_reference(preset, seq_length, os.path.join(tmp, "reference"))
             models = {name: load(path) for name, path in paths.items()}
+            if reference_python:
+                worker = HFWorker(reference_python, Path(tmp) / "hf_worker.log")
+                threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
+                worker.request("threads", threads=threads)
+                worker.request(
+                    "encoder",
+                    config=BertConfig.from_preset(preset).to_hf_config(),
+                    vocab_file=str(data.vocab_file()),
+                    seq_length=seq_length,
+                )
             if server:
                 server.wait_available(MODEL_NAME, timeout=SERVER_START_TIMEOUT)
                 client = ServingClient(server.target)
@@ -151,6 +167,12 @@ def run(
                 candidates[ROUND_TRIP] = _latency_runner(
                     lambda x: client.status(MODEL_NAME), one, latencies[ROUND_TRIP]
                 )
+            if worker:
+                latencies[HF] = []
+                singles = [[s] for s in data.sentences(latency_calls)]
+                candidates[HF] = lambda: latencies[HF].extend(
+                    worker.request("encode", batches=singles)["seconds"]
+                )
             # The warm-up round's latencies are dropped below (first `latency_calls` of each).
             timing.alternate(candidates, rounds=latency_rounds, warmup=1, label="infer batch 1")
             latency = {
@@ -161,16 +183,25 @@ def run(
                 tf.constant(data.sentences(batch_size * (i + 1))[batch_size * i :])
                 for i in range(throughput_calls)
             ]
+            throughput_candidates = {
+                name: (lambda m=model: [_sync(m(b)) for b in batches])
+                for name, model in models.items()
+            }
+            hf_rounds: list[float] = []  # the worker's own seconds per round (no pipe)
+            if worker:
+                texts = [[s.decode() for s in b.numpy()] for b in batches]
+                throughput_candidates[HF] = lambda: hf_rounds.append(
+                    sum(worker.request("encode", batches=texts)["seconds"])
+                )
             throughput_samples = timing.alternate(
-                {
-                    name: (lambda m=model: [_sync(m(b)) for b in batches])
-                    for name, model in models.items()
-                },
+                throughput_candidates,
                 rounds=throughput_rounds,
                 warmup=1,
                 label=f"infer batch {batch_size}",
             )
         finally:
+            if worker:
+                worker.close()
             if client:
                 client.close()
             if server:
@@ -179,7 +210,8 @@ def run(
                     logging.warning("server exited with %d:\n%s", code, server.log()[-3000:])
     throughput = {}
     for name, samples in throughput_samples.items():
-        per_second = [batch_size * throughput_calls / s for s in samples.seconds]
+        seconds = hf_rounds[1:] if name == HF else samples.seconds  # warm-up round dropped
+        per_second = [batch_size * throughput_calls / s for s in seconds]
         throughput[name] = {"sequences_per_s": timing.summarize(per_second)}
     result = {
         "preset": preset,
@@ -191,6 +223,12 @@ def run(
         / throughput[REFERENCE]["sequences_per_s"]["median"],
         "ratio_latency_p50": latency[REFERENCE]["p50_ms"] / latency[OURS]["p50_ms"],
     }
+    if HF in latency:
+        result["ratio_throughput_vs_hf"] = (
+            throughput[OURS]["sequences_per_s"]["median"]
+            / throughput[HF]["sequences_per_s"]["median"]
+        )
+        result["ratio_latency_p50_vs_hf"] = latency[HF]["p50_ms"] / latency[OURS]["p50_ms"]
     if SERVER in latency:
         result["server_overhead"] = latency[SERVER]["p50_ms"] / latency[OURS]["p50_ms"] - 1.0
         result["round_trip_overhead"] = latency[ROUND_TRIP]["p50_ms"] / latency[OURS]["p50_ms"]

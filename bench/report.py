@@ -10,6 +10,7 @@ from pathlib import Path
 TRAIN_RATIO_GOAL = 1.0
 BASE_MFU_GOAL = 0.5
 INFER_RATIO_GOAL = 1.2
+INFER_LATENCY_GOAL = 0.9  # ours / keras-nlp, batch-1 p50 (the served case)
 SERVER_OVERHEAD_GOAL = 0.10
 TOKENIZE_RATIO_GOAL = 1.0
 BATCHING_RATIO_GOAL = 2.0
@@ -77,6 +78,17 @@ def goals(results: dict) -> list[dict]:
             infer["ratio_throughput"],
             infer["ratio_throughput"] >= INFER_RATIO_GOAL,
         )
+        add(
+            f"batch-1 p50 <= {INFER_LATENCY_GOAL}x keras-nlp's",
+            1 / infer["ratio_latency_p50"],
+            1 / infer["ratio_latency_p50"] <= INFER_LATENCY_GOAL,
+        )
+        if "ratio_latency_p50_vs_hf" in infer:
+            add(
+                "batch-1 p50 <= HF transformers'",
+                1 / infer["ratio_latency_p50_vs_hf"],
+                infer["ratio_latency_p50_vs_hf"] >= 1.0,
+            )
         overhead = infer.get("server_overhead")
         add(
             f"server overhead <= {SERVER_OVERHEAD_GOAL:.0%} of in-process latency at batch 1 (p50)",
@@ -194,6 +206,12 @@ def table(results: dict) -> str:
         lines.append(
             f"ours vs keras_nlp: throughput {infer['ratio_throughput']:.2f}x, "
             f"p50 latency {infer['ratio_latency_p50']:.2f}x faster"
+            + (
+                f"; vs HF transformers: throughput {infer['ratio_throughput_vs_hf']:.2f}x, "
+                f"p50 latency {infer['ratio_latency_p50_vs_hf']:.2f}x faster"
+                if "ratio_throughput_vs_hf" in infer
+                else ""
+            )
             + (
                 f"; server overhead at batch 1: {infer['server_overhead']:+.0%}, of which "
                 f"{infer['round_trip_overhead']:.0%} is a gRPC round trip without a model"

@@ -43,6 +43,7 @@ from pathlib import Path
 from absl import app, flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
+from bench.hf_reference import DEFAULT_REFERENCE_PYTHON
 from bert_tf.modeling.configs import PRESETS
 
 FLAGS = flags.FLAGS
@@ -223,8 +224,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "string",
         "reference_python",
         None,
-        "Finetune: the reference environment's python (default .venv-ref/bin/python, made by "
-        "`make reference-env`).",
+        "Finetune and infer: the reference environment's python (default .venv-ref/bin/python, "
+        "made by `make reference-env`); infer leaves HF transformers out (with a warning) when "
+        "there is none.",
     )
 
 
@@ -280,6 +282,18 @@ def _existing_file(flag: str, path: str | None) -> str | None:
     return path
 
 
+def _infer_reference_python(path: str | None) -> str | None:
+    """The infer suite's HF side: --reference_python, else .venv-ref's when it exists."""
+    if path:
+        return _existing_file("reference_python", path)
+    if DEFAULT_REFERENCE_PYTHON.is_file():
+        return str(DEFAULT_REFERENCE_PYTHON)
+    logging.warning(
+        "infer: no HF transformers side: no %s (make reference-env)", DEFAULT_REFERENCE_PYTHON
+    )
+    return None
+
+
 def suite_arguments(args: flags.FlagValues) -> dict[str, dict]:
     """The keyword arguments of each selected suite's function (`SUITE_FUNCTIONS`), in order.
 
@@ -318,6 +332,7 @@ def suite_arguments(args: flags.FlagValues) -> dict[str, dict]:
             "throughput_calls": args.throughput_calls,
             "throughput_rounds": args.throughput_rounds,
             "with_server": args.infer_server,
+            "reference_python": _infer_reference_python(args.reference_python),
         },
         "tokenize": lambda: {
             "num_sentences": args.tokenize_sentences or None,

@@ -91,7 +91,7 @@ def export_tiny_encoder(export_dir: Path, version: int, seed: int, max_seq_lengt
     from bert_tf.modeling.configs import BertConfig
     from bert_tf.modeling.encoder import build_encoder
     from bert_tf.text.tokenization import BertPreprocessor
-    from serving.export import export_encoder
+    from serving.export_lib import export_encoder
 
     keras.utils.set_random_seed(seed)
     config = BertConfig.from_preset("tiny", vocab_size=len(_VOCAB))

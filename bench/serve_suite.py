@@ -1,6 +1,6 @@
 """Model-server throughput and latency with 1, 4, 16 concurrent gRPC clients, batching off and on.
 
-One small exported encoder (`serving.export.export_encoder`, random weights of a preset size) is
+One small exported encoder (`serving.export_lib.export_encoder`, random weights of a preset size) is
 served by two `serving.server` child processes: one plain, one with `--enable_batching
 --batching_parameters_file=...` (the shipped `serving/configs/batching_parameters.txt` unless
 told otherwise). For each client count, both servers get the same closed-loop load, alternately:

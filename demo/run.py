@@ -8,8 +8,9 @@ r"""`make demo`: the main job, end to end on package-shipped data.
    between documents).
 4. Run the TFX pretraining pipeline on it (`python -m tfx_pipeline.run --pipeline=pretrain`,
    local runner, SQLite ML Metadata): NSP-pair ExampleGen -> StatisticsGen -> SchemaGen ->
-   ExampleValidator -> Transform (WordPiece + masking) -> Trainer (tiny BERT, a few hundred steps) -> Evaluator ->
-   Pusher into a TF Serving model base folder. Pipeline caching is on: a rerun reuses what is
+   ExampleValidator -> Transform (WordPiece + masking) -> Trainer (tiny BERT, a few hundred steps) -> Evaluator
+   and ServingCheck (the model server answers as the export) -> Pusher into a TF Serving model
+   base folder. Pipeline caching is on: a rerun reuses what is
    done.
 5. Start the model server on the pushed model (`tensorflow_model_server` when installed, else
    ours), send a `fill_mask` and an encode (`serving_default`) request over gRPC with the

@@ -30,6 +30,7 @@ from bert_tf.net import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+END = get_model_status_pb2.ModelVersionStatus.END
 MAX_RESTARTS = 3
 
 
@@ -70,8 +71,14 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_available(self, model_name: str, timeout: float = 600) -> None:
+    def wait_available(
+        self, model_name: str, timeout: float = 600, fail_on_load_error: bool = False
+    ) -> None:
         """Waits until a version of `model_name` is AVAILABLE (raises with the log if not).
+
+        `fail_on_load_error`: raise at once (RuntimeError naming the version and its error) when
+        a version ended with an error, as a model that fails to load does; without it, waits on
+        for another version until `timeout`.
 
         A server that fails exits and is reported at once; the long timeout is for a busy
         machine, where importing TensorFlow alone has taken over a minute. A server that lost
@@ -95,6 +102,12 @@ class ServerProcess:
                 statuses = stub.GetModelStatus(request, timeout=5).model_version_status
                 if any(s.state == AVAILABLE for s in statuses):
                     return
+                failed = [s for s in statuses if s.state == END and s.status.error_code]
+                if fail_on_load_error and failed:
+                    raise RuntimeError(
+                        f"{model_name} version {failed[0].version} failed to load: "
+                        f"{failed[0].status.error_message}"
+                    )
             except grpc.RpcError:
                 pass
             time.sleep(0.2)

@@ -22,6 +22,8 @@ import threading
 
 from absl import app, flags, logging
 
+from serving import MODEL_SERVER_BINARY
+
 FLAGS = flags.FLAGS
 # --rest_api_max_request_bytes' default (ours; the real server has no such cap).
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
@@ -129,7 +131,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
 
 
-BINARY = "tensorflow_model_server"
 _OUR_BOOL_FLAGS = ("embedded", "noembedded")
 _OUR_VALUE_FLAGS = ("host", "rest_api_max_request_bytes", "max_request_batch_size")
 _DRAIN_SECONDS = 30
@@ -307,7 +308,7 @@ def serve() -> None:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         sys.exit(f"error: unexpected arguments {argv[1:]}")
-    binary = None if FLAGS.embedded else shutil.which(BINARY)
+    binary = None if FLAGS.embedded else shutil.which(MODEL_SERVER_BINARY)
     if binary:
         logging.info("Found %s on PATH; running it with the same flags", binary)
         os.execv(binary, [binary, *delegated_argv(sys.argv[1:])])

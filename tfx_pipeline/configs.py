@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ PRETRAINING_RUN_FN = "tfx_pipeline.modules.pretraining.run_fn"
 CLASSIFICATION_PREPROCESSING_FN = "tfx_pipeline.modules.classification.preprocessing_fn"
 CLASSIFICATION_RUN_FN = "tfx_pipeline.modules.classification.run_fn"
 SQUAD_RUN_FN = "tfx_pipeline.modules.squad.run_fn"
+CLASSIFICATION_TUNER_FN = "tfx_pipeline.modules.classification.tuner_fn"
+SQUAD_TUNER_FN = "tfx_pipeline.modules.squad.tuner_fn"
 
 # The image's fetch cache (Dockerfile: BERT_TFX_CACHE) and the default vocab in it, which the
 # Kubeflow/Vertex runners use when --vocab_file is unset.
@@ -179,6 +182,23 @@ class FineTuningOptions(TrainingOptions):
     """Fine-tuning options shared by the classification and SQuAD pipelines."""
 
     num_train_epochs: float = same_as(FineTuningLoopOptions, "num_train_epochs")
+    # The BERT paper's fine-tuning search (tfx_pipeline/tuning.py): its grid, narrowed by flags.
+    tune: bool = option(
+        False,
+        "Tuner: before the Trainer, train once per combination of --tune_learning_rates x "
+        "--tune_train_batch_sizes x --tune_num_train_epochs, score each on the dev split with "
+        "the task's main metric, and train with the best (their flags of the same names are "
+        "then unused)",
+    )
+    tune_learning_rates: str = option(
+        "5e-5,4e-5,3e-5,2e-5", "Tuner: learning rates to try (comma-separated; BERT paper's)"
+    )
+    tune_train_batch_sizes: str = option(
+        "16,32", "Tuner: training batch sizes to try (comma-separated; BERT paper's)"
+    )
+    tune_num_train_epochs: str = option(
+        "2,3,4", "Tuner: epochs to try (comma-separated; BERT paper's)"
+    )
 
 
 @dataclasses.dataclass
@@ -197,6 +217,12 @@ class ClassificationOptions(FineTuningOptions):
         "pearson) on the dev file must reach this",
     )
     max_decrease: float = 0.01
+    bulk_inference: bool = option(
+        False,
+        "BulkInferrer: score the data folder's unlabelled test file (GLUE test.tsv, or "
+        "test.tsv/.csv with text columns and no label) with the blessed model; its output "
+        "examples hold each input text with the predicted label and scores",
+    )
 
 
 @dataclasses.dataclass
@@ -342,10 +368,52 @@ def check_options(pipeline: str, options: TrainingOptions) -> list[str]:
         why = specs[field.name].check(value)
         if why:
             errors.append(f"--{field.name}: expected {why}, got {shown(value)}")
+    if getattr(options, "tune", False):
+        errors += _tuning_errors(options)
     if pipeline == "pretrain" and options.train_steps < 1:
         errors.append(
             f"--train_steps: expected at least 1 for --pipeline=pretrain, got {options.train_steps}"
         )
+    return errors
+
+
+# Option the Tuner tunes -> the option listing its grid values, and the values' type.
+TUNING_GRIDS = {
+    "learning_rate": ("tune_learning_rates", float),
+    "train_batch_size": ("tune_train_batch_sizes", int),
+    "num_train_epochs": ("tune_num_train_epochs", float),
+}
+
+
+def grid_values(text: str, kind: type, name: str) -> list:
+    """ "5e-5,2e-5" -> [5e-05, 2e-05]; ValueError naming --`name` unless the values are distinct,
+    positive and finite."""
+    try:
+        values = [kind(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v < math.inf for v in values) or len(set(values)) < len(values):
+        noun = "integers" if kind is int else "numbers"
+        raise ValueError(
+            f"--{name}: expected comma-separated distinct positive {noun}, got {text!r}"
+        )
+    return values
+
+
+def _tuning_errors(options: FineTuningOptions) -> list[str]:
+    """The --tune_* grids parse, and the epochs have an effect."""
+    errors = []
+    for grid, kind in TUNING_GRIDS.values():
+        try:
+            values = grid_values(getattr(options, grid), kind, grid)
+        except ValueError as error:
+            errors.append(str(error))
+            continue
+        if grid == "tune_num_train_epochs" and len(values) > 1 and options.train_steps:
+            errors.append(
+                f"--{grid}: {getattr(options, grid)!r} has no effect with --train_steps="
+                f"{options.train_steps} (a fixed length): give one value, or --train_steps=0"
+            )
     return errors
 
 

@@ -2,15 +2,21 @@
 
 - `create_pretraining_pipeline`: PretrainingExampleGen -> StatisticsGen -> SchemaGen ->
   ExampleValidator -> Transform -> Trainer -> PretrainingEvaluator (vs the model serving now)
-  -> Pusher.
+  and ServingCheck -> Pusher.
 - `create_classification_pipeline`: TextClassificationExampleGen -> StatisticsGen -> SchemaGen
-  -> ExampleValidator -> Transform -> Trainer (warm-started from an imported checkpoint) ->
-  Evaluator (TFMA: the task's official metrics, vs thresholds and the model serving now) ->
-  Pusher.
+  -> ExampleValidator -> Transform -> [Tuner ->] Trainer (warm-started from an imported
+  checkpoint) -> Evaluator (TFMA: the task's official metrics, vs thresholds and the model
+  serving now) and ServingCheck -> Pusher; with `bulk_inference`, also UnlabelledExampleGen (the task's test
+  file) -> BulkInferrer (the blessed model's predictions beside each input text).
 - `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> StatisticsGen -> SchemaGen
-  -> ExampleValidator -> Trainer (warm-started from an imported checkpoint) -> SquadEvaluator
-  (official EM/F1 of the exported model, vs a threshold and the model serving now) -> Pusher.
-  No Transform: see modules/squad.py.
+  -> ExampleValidator -> [Tuner ->] Trainer (warm-started from an imported checkpoint) ->
+  SquadEvaluator (official EM/F1 of the exported model, vs a threshold and the model serving
+  now) and ServingCheck -> Pusher. No Transform: see modules/squad.py.
+
+With `tune` (classify, squad), TFX's Tuner (`components/tuner.py`, `tuning.py`) first fine-tunes
+once per combination of the BERT paper's grid (learning rate x batch size x epochs, narrowed by
+the options) and scores each on the dev split with the task's official metric; the Trainer then
+trains with the best combination (its `hyperparameters` input).
 
 Every pipeline validates its data before anything trains on it: the schema is SchemaGen's
 (inferred from this run's statistics) or, with `schema_dir`, a curated one (ImportSchemaGen,
@@ -24,7 +30,10 @@ evaluator's baseline is `ServingBaseline`'s copy of the highest complete version
 Serving serves now), so a model worse than the serving one is never pushed; before the first
 push only the thresholds apply. Nor is a model identical to the serving one (a rerun that trained
 again on unchanged data): the Pusher (`serving_baseline.Pusher`) skips it, "same model as
-version N".
+version N". Nor is a model the model server cannot serve: ServingCheck
+(`components/serving_check.py`, TFX's InfraValidator without Docker) serves the export, sends
+its warmup requests over gRPC and REST and compares the answers with the export's in-process
+ones; the Pusher pushes only with its InfraBlessing.
 """
 
 from __future__ import annotations
@@ -37,14 +46,20 @@ from tfx import v1 as tfx
 
 from bert_tf.tasks import glue
 from tfx_pipeline import configs
+from tfx_pipeline.components.bulk_inferrer import BulkInferrer
 from tfx_pipeline.components.example_validator import ExampleValidator
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
 from tfx_pipeline.components.serving_baseline import Pusher, ServingBaseline
+from tfx_pipeline.components.serving_check import ServingCheck
 from tfx_pipeline.components.squad_evaluator import SquadEvaluator
 from tfx_pipeline.components.squad_example_gen import SquadExampleGen
-from tfx_pipeline.components.text_classification_example_gen import TextClassificationExampleGen
+from tfx_pipeline.components.text_classification_example_gen import (
+    UNLABELLED_SPLITS,
+    TextClassificationExampleGen,
+)
 from tfx_pipeline.components.tfma_evaluator import Evaluator
+from tfx_pipeline.components.tuner import Tuner
 
 
 def _validated(
@@ -106,13 +121,38 @@ def _transform(example_gen, validated: list, preprocessing_fn: str, custom_confi
 def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict, **inputs):
     """TFX's Trainer on `run_fn` (by import path) with `inputs` (examples, transform_graph, ...);
     `options.train_steps` 0 means num_train_epochs epochs (trainer_lib.num_train_steps)."""
-    return tfx.components.Trainer(
-        run_fn=run_fn,
-        train_args=tfx.proto.TrainArgs(num_steps=options.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=options.eval_steps),
-        custom_config=custom_config,
+    return tfx.components.Trainer(run_fn=run_fn, **_training_args(options, custom_config), **inputs)
+
+
+def _training_args(options: configs.TrainingOptions, custom_config: dict) -> dict:
+    return {
+        "train_args": tfx.proto.TrainArgs(num_steps=options.train_steps),
+        "eval_args": tfx.proto.EvalArgs(num_steps=options.eval_steps),
+        "custom_config": custom_config,
+    }
+
+
+def _tuned_trainer(
+    run_fn: str,
+    tuner_fn: str,
+    options: configs.FineTuningOptions,
+    custom_config: dict,
+    **inputs,
+) -> list:
+    """[Trainer], or with `options.tune` [Tuner, Trainer]: the Tuner (`tuner_fn`, the same
+    inputs) searches the BERT paper's grid on the dev split and the Trainer trains with its
+    best hyperparameters."""
+    if not options.tune:
+        return [_trainer(run_fn, options, custom_config, **inputs)]
+    tuner = Tuner(tuner_fn=tuner_fn, **_training_args(options, custom_config), **inputs)
+    trainer = _trainer(
+        run_fn,
+        options,
+        custom_config,
+        hyperparameters=tuner.outputs["best_hyperparameters"],
         **inputs,
     )
+    return [tuner, trainer]
 
 
 def _transformed(transform, validated: list) -> dict:
@@ -134,10 +174,12 @@ def _evaluate_and_push(
     trainer, evaluator_class, serving_model_dir: str, model_name: str, **evaluator_args
 ) -> list:
     """ServingBaseline (the version serving now under the Pusher's base directory),
-    `evaluator_class` scoring the trainer's model against it, and the Pusher of the model it
-    blesses unless that model is the serving one. No MLMD resolver: open-source KFP cannot run
+    `evaluator_class` scoring the trainer's model against it, ServingCheck (the model server
+    loads the export and answers as it does in-process), and the Pusher of the model both
+    bless unless that model is the serving one. No MLMD resolver: open-source KFP cannot run
     one (see ServingBaseline)."""
     base_directory = os.path.join(serving_model_dir, model_name)
+    check = ServingCheck(model=trainer.outputs["model"], model_name=model_name)
     baseline = ServingBaseline(model=trainer.outputs["model"], serving_model_dir=base_directory)
     evaluator = evaluator_class(
         model=trainer.outputs["model"],
@@ -147,12 +189,13 @@ def _evaluate_and_push(
     pusher = Pusher(  # TFX's, skipping a model identical to the serving one
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=check.outputs["blessing"],
         baseline_model=baseline.outputs["baseline_model"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=base_directory)
         ),
     )
-    return [baseline, evaluator, pusher]
+    return [baseline, evaluator, check, pusher]
 
 
 def _pipeline(name, root, components, metadata_connection_config, beam_pipeline_args):
@@ -325,13 +368,15 @@ def create_classification_pipeline(
     config = configs.custom_config(options, vocab_file=vocab_file, data_root=data_root)
     transform = _transform(example_gen, validated, configs.CLASSIFICATION_PREPROCESSING_FN, config)
     pretrained = _pretrained_checkpoint(init_checkpoint)
-    trainer = _trainer(
+    training = _tuned_trainer(
         configs.CLASSIFICATION_RUN_FN,
+        configs.CLASSIFICATION_TUNER_FN,
         options,
         config,
         base_model=pretrained.outputs["result"],
         **_transformed(transform, validated),
     )
+    trainer = training[-1]
     evaluate_and_push = _evaluate_and_push(
         trainer,
         Evaluator,
@@ -340,10 +385,25 @@ def create_classification_pipeline(
         examples=example_gen.outputs["examples"],
         eval_config=classification_eval_config(options, _task_labels(options.task_name, data_root)),
     )
+    scoring = []
+    if options.bulk_inference:
+        unlabelled = TextClassificationExampleGen(
+            input_base=data_root, task_name=options.task_name, splits=UNLABELLED_SPLITS
+        ).with_id("UnlabelledExampleGen")
+        _, evaluator, *_ = evaluate_and_push
+        scoring = [
+            unlabelled,
+            BulkInferrer(
+                examples=unlabelled.outputs["examples"],
+                model=trainer.outputs["model"],
+                model_blessing=evaluator.outputs["blessing"],
+                regression=glue.get_processor(options.task_name).is_regression,
+            ),
+        ]
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, *validated, transform, pretrained, trainer, *evaluate_and_push],
+        [example_gen, *validated, transform, pretrained, *training, *evaluate_and_push, *scoring],
         metadata_connection_config,
         beam_pipeline_args,
     )
@@ -376,20 +436,22 @@ def create_squad_pipeline(
     pretrained = _pretrained_checkpoint(init_checkpoint)
     # The Trainer reads ExampleGen's windows directly: doc-stride windowing and answer-span
     # mapping are not a per-example TFT preprocessing_fn (see modules/squad.py).
-    trainer = _trainer(
+    training = _tuned_trainer(
         configs.SQUAD_RUN_FN,
+        configs.SQUAD_TUNER_FN,
         options,
         configs.custom_config(options, vocab_file=vocab_file),
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
     )
+    trainer = training[-1]
     # The eval split keeps the raw questions, contexts and answers for the official scorer.
     # No default drift features: the windows' token ids and answer positions vary with the
     # documents; a --schema_dir schema's drift_comparator still applies.
     validated = _validated(
         example_gen, schema_dir, pipeline_root, options, splits_with_other_features=["eval"]
     )
-    trainer.add_upstream_node(validated[-1])
+    training[0].add_upstream_node(validated[-1])
     evaluate_and_push = _evaluate_and_push(
         trainer,
         SquadEvaluator,
@@ -404,7 +466,7 @@ def create_squad_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, *validated, pretrained, trainer, *evaluate_and_push],
+        [example_gen, *validated, pretrained, *training, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )

@@ -176,26 +176,27 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "gpu_image",
         None,
-        "kubeflow/vertex: container image of the Trainer (Dockerfile.gpu's); default: --image.",
+        "kubeflow/vertex: container image of the Trainer and Tuner (Dockerfile.gpu's); "
+        "default: --image.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
         "trainer_cpu",
         None,
-        "kubeflow/vertex: the Trainer's CPU limit, e.g. 8 or 500m.",
+        "kubeflow/vertex: the Trainer's (and Tuner's) CPU limit, e.g. 8 or 500m.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
         "trainer_memory",
         None,
-        "kubeflow/vertex: the Trainer's memory limit, e.g. 32G or 30Gi.",
+        "kubeflow/vertex: the Trainer's (and Tuner's) memory limit, e.g. 32G or 30Gi.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
         "trainer_accelerator",
         None,
-        "kubeflow/vertex: the Trainer's accelerators as TYPE:COUNT; TYPE is the Kubernetes "
-        "resource on Kubeflow (nvidia.com/gpu:1), the accelerator type on Vertex "
+        "kubeflow/vertex: the Trainer's (and Tuner's) accelerators as TYPE:COUNT; TYPE is the "
+        "Kubernetes resource on Kubeflow (nvidia.com/gpu:1), the accelerator type on Vertex "
         "(NVIDIA_TESLA_T4:1).",
         flag_values=flag_values,
     )
@@ -228,6 +229,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def _is_remote(path: str) -> bool:
+    # Not on this machine's file system (fileio.is_remote also counts file://, read via gfile).
     return "://" in path and not path.startswith("file://")
 
 
@@ -454,7 +456,7 @@ def build_pipeline():
     from tfx import v1 as tfx
 
     from bert_tf.data import fetch
-    from tfx_pipeline import pipeline
+    from tfx_pipeline import pipeline, trainer_lib
 
     cluster = FLAGS.runner in CLUSTER_RUNNERS
     if FLAGS.vocab_file:
@@ -488,6 +490,14 @@ def build_pipeline():
         else:
             create = pipeline.create_squad_pipeline
     options = _options(configs.PIPELINE_OPTIONS[FLAGS.pipeline])
+    if not cluster and FLAGS.pipeline != "pretrain":
+        # The Trainer's model-source checks, before ExampleGen and Transform spend their time.
+        try:
+            trainer_lib.encoder_config(
+                FLAGS.init_checkpoint, {**dataclasses.asdict(options), "vocab_file": vocab_file}
+            )
+        except ValueError as e:
+            sys.exit(f"error: {e}")
     try:
         return create(options=options, **common)
     except ValueError as e:
@@ -495,8 +505,8 @@ def build_pipeline():
 
 
 def compile_job(tfx_pipeline, resources: dict | None) -> dict:
-    """The Vertex PipelineJob of the pipeline (spec 2.1 form), the Trainer with `resources`
-    (trainer_resources()) and --gpu_image; its pipelineSpec carries the pipeline root as
+    """The Vertex PipelineJob of the pipeline (spec 2.1 form), the Trainer (and Tuner) with
+    `resources` (trainer_resources()) and --gpu_image; its pipelineSpec carries the pipeline root as
     defaultPipelineRoot and any runtime parameter values as defaults, so it stands alone."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
@@ -507,7 +517,12 @@ def compile_job(tfx_pipeline, resources: dict | None) -> dict:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
     from tfx.orchestration.kubeflow.v2 import pipeline_builder
 
-    trainers = [c for c in tfx_pipeline.components if isinstance(c, tfx.components.Trainer)]
+    # The components that train: the Trainer, and the Tuner (--tune), whose trials train too.
+    trainers = [
+        c
+        for c in tfx_pipeline.components
+        if isinstance(c, (tfx.components.Trainer, tfx.components.Tuner))
+    ]
     image = FLAGS.image
     if FLAGS.gpu_image and FLAGS.gpu_image != FLAGS.image:
         # KubeflowV2DagRunner's per-component images: component id -> image, else the default.

@@ -7,6 +7,7 @@ folder into the user-code wheel, and this file is library code imported by the m
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from collections.abc import Callable
@@ -16,12 +17,14 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, training
+from bert_tf import checkpoints, fileio, model_source, training
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.options import PrecisionOptions, TrainingLoopOptions
 from bert_tf.text.tokenization import BertPreprocessor, load_vocab
 from bert_tf.tfrecords import check_tfrecord_files
 from tfx_pipeline import configs
+
+OPTIONS_FILE = "training_options.json"  # in the Trainer's model_run folder
 
 
 def training_options(custom_config: dict[str, Any] | None) -> dict[str, Any]:
@@ -79,14 +82,34 @@ def num_train_steps(fn_args, options: dict[str, Any]) -> int:
     return steps
 
 
-def warm_start(
-    base_model: str | None, preset: str, vocab_size: int
-) -> tuple[str | None, BertConfig]:
-    """The Trainer's imported checkpoint (if any) and the encoder config: the checkpoint's own
-    config when it has one beside it, else `preset` with the vocab's size."""
-    init_checkpoint = base_model_checkpoint(base_model)
+def encoder_config(
+    init_checkpoint: str | None, options: dict[str, Any], vocab_size: int | None = None
+) -> BertConfig:
+    """The encoder config the Trainer builds: the checkpoint's own when one lies beside it, else
+    `options["preset"]` with the vocab's size. Checked as the scripts check their model source
+    (`bert_tf.model_source`): the vocab has exactly the config's vocab_size tokens (else its ids
+    would index past, or short of, the checkpoint's embedding rows) and max_seq_length fits the
+    position embeddings; ValueError naming the option and the checkpoint otherwise."""
+    vocab_file = options["vocab_file"]
+    if vocab_size is None:
+        vocab_size = len(load_vocab(vocab_file))
     config = init_checkpoint and checkpoints.read_checkpoint(init_checkpoint).config
-    return init_checkpoint, config or BertConfig.from_preset(preset, vocab_size=vocab_size)
+    if config:
+        origin = f"the config of init_checkpoint={init_checkpoint}"
+        model_source.check_vocab_size(vocab_file, vocab_size, config, origin)
+    else:
+        config = BertConfig.from_preset(options["preset"], vocab_size=vocab_size)
+        origin = f"preset {options['preset']!r}"
+    model_source.check_max_seq_length(options["max_seq_length"], config, origin)
+    return config
+
+
+def warm_start(
+    base_model: str | None, options: dict[str, Any], vocab_size: int
+) -> tuple[str | None, BertConfig]:
+    """The Trainer's imported checkpoint (if any) and its checked `encoder_config`."""
+    init_checkpoint = base_model_checkpoint(base_model)
+    return init_checkpoint, encoder_config(init_checkpoint, options, vocab_size)
 
 
 def transformed_dataset(
@@ -140,6 +163,11 @@ def train(
     strategy = training.get_strategy(options["distribution_strategy"])
     with strategy.scope():
         model = build_model()
+    # What this model was trained with (the Tuner's best values included), beside its log.
+    tf.io.gfile.makedirs(output_dir)
+    fileio.atomic_write_text(
+        os.path.join(output_dir, OPTIONS_FILE), json.dumps(options, indent=1, sort_keys=True)
+    )
     # One checkpoint, at the end (the pipeline's Trainer never resumes: a rerun is a new
     # execution), progress every compiled loop.
     loop = TrainingLoopOptions(
@@ -174,9 +202,9 @@ def export_serving_model(export_fn: Callable[..., Any], serving_model_dir: str, 
     """
     parent = os.path.dirname(serving_model_dir.rstrip("/"))
     tf.io.gfile.makedirs(parent)
-    staging = os.path.join(parent, "export-staging")  # gfile paths: local, gs://, ...
-    if tf.io.gfile.exists(staging):
-        tf.io.gfile.rmtree(staging)
-    export_fn(*args, staging, 1, **kwargs)
-    tf.io.gfile.rename(os.path.join(staging, "1"), serving_model_dir, overwrite=True)
-    tf.io.gfile.rmtree(staging)
+    staging = os.path.join(parent, "export-staging")  # local, gs://, ...
+    fileio.remove_tree(staging)
+    version = export_fn(*args, staging, 1, **kwargs)
+    fileio.remove_tree(serving_model_dir)
+    fileio.move_tree(version, serving_model_dir)
+    fileio.remove_tree(staging)

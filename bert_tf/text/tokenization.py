@@ -412,3 +412,27 @@ def mask_aware_features(preprocessor: BertPreprocessor, text: tf.Tensor) -> dict
     # Every piece got a trailing [MASK]; the last piece of each text must not.
     ids = pieces.with_flat_values(with_mask).merge_dims(1, 2)[:, :-1]
     return preprocessor.packer(ids)
+
+
+def trim_to_longest(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The packed features without the columns that are padding in every row.
+
+    The packer pads every row to `seq_length`; a request's sentences are usually far shorter
+    (Wikipedia sentences average 34 tokens), and the encoder's cost grows with the padded
+    length. Padded keys get -10000 added to their attention logits, whose softmax weight is
+    exactly 0 in float32 (and bfloat16), so every real position's output is the same without
+    them (to float round-off of the shorter sums): only the work on padding is saved.
+    """
+    mask = features["input_mask"]
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(mask, axis=1)), 1)
+    return {name: value[:, :longest] for name, value in features.items()}
+
+
+def pad_to_length(values: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+    """[batch, S', ...] -> [batch, length, ...], zeros after S' (the padding `trim_to_longest`
+    dropped), so a signature keeps its documented `seq_length`."""
+    paddings = tf.concat(
+        [[[0, 0], [0, length - tf.shape(values)[1]]], tf.zeros([tf.rank(values) - 2, 2], tf.int32)],
+        axis=0,
+    )
+    return tf.pad(values, paddings)

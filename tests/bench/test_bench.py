@@ -97,10 +97,13 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
         "keras_nlp",
         "ours via gRPC server",
         "gRPC round trip, no model",
+        "hf_transformers",
     }
     for latency in infer["latency_batch_1"].values():
         assert latency["n"] == 3 and 0 < latency["p50_ms"] <= latency["p99_ms"]
-    assert set(infer["throughput"]) == {"ours", "keras_nlp"}
+    assert set(infer["throughput"]) == {"ours", "keras_nlp", "hf_transformers"}
+    _positive(infer["throughput"]["hf_transformers"]["sequences_per_s"])
+    assert infer["ratio_throughput_vs_hf"] > 0 and infer["ratio_latency_p50_vs_hf"] > 0
     assert infer["ratio_throughput"] > 0 and math.isfinite(infer["server_overhead"])
     # The no-model call is a part of the model call's round trip.
     round_trip = infer["latency_batch_1"]["gRPC round trip, no model"]["p50_ms"]
@@ -149,7 +152,7 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
         assert infer[mode]["ratio"] > 0
 
     goals = {g["goal"]: g for g in results["goals"]}
-    assert len(goals) == 9
+    assert len(goals) == 11
     base_goal = next(g for name, g in goals.items() if "base" in name)
     assert base_goal["met"] is None  # base was not run
     assert all(isinstance(g["met"], bool) for g in goals.values() if g is not base_goal)

@@ -21,7 +21,7 @@ LONG = "a masterful, moving film"
 
 
 class PairModel(tf.Module):
-    """A classifier's signatures (as serving/export.py's) over text lengths, a SQuAD-like
+    """A classifier's signatures (as serving/export_lib.py's) over text lengths, a SQuAD-like
     `squad` signature and an `encode` signature with float32 and float64 outputs."""
 
     @staticmethod

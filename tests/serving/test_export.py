@@ -16,9 +16,9 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
 from bert_tf.text import tokenization
 from bert_tf.text.tokenization import BertPreprocessor
-from serving import export
+from serving import export, export_lib
 from serving.client import ServingClient
-from serving.signatures import read_signature_defs
+from serving.signatures import WARMUP_FILE, read_signature_defs
 
 WORDS = [
     "the",
@@ -59,14 +59,14 @@ def exports(tmp_path_factory):
     regressor = _tiny(BertClassifier, 1)
     span_model = _tiny(BertSpanLabeler)
     paths = {
-        "pretrainer": export.export_encoder(pretrainer, preprocessor, root / "pretrainer"),
-        "classifier": export.export_classifier(
+        "pretrainer": export_lib.export_encoder(pretrainer, preprocessor, root / "pretrainer"),
+        "classifier": export_lib.export_classifier(
             classifier, preprocessor, root / "classifier", label_names=LABELS
         ),
-        "regressor": export.export_classifier(
+        "regressor": export_lib.export_classifier(
             regressor, preprocessor, root / "regressor", regression=True
         ),
-        "squad": export.export_squad(
+        "squad": export_lib.export_squad(
             span_model,
             BertPreprocessor(VOCAB, seq_length=24),
             root / "squad",
@@ -100,9 +100,9 @@ def test_version_layout(exports):
     assert (exports["root"] / "pretrainer" / "1" / "assets" / "vocab.txt").read_text().split("\n")[
         :-1
     ] == VOCAB
-    assert export.next_version(exports["root"] / "pretrainer") == 2
+    assert export_lib.next_version(exports["root"] / "pretrainer") == 2
     with pytest.raises(ValueError, match="already exists"):
-        export.export_encoder(
+        export_lib.export_encoder(
             exports["models"]["pretrainer"],
             exports["preprocessor"],
             exports["root"] / "pretrainer",
@@ -194,7 +194,7 @@ def test_warmup_requests_parse_and_replay(exports, loaded):
     for name in ("pretrainer", "classifier", "squad"):
         path = exports["paths"][name]
         signatures = loaded(name)
-        records = list(tf.data.TFRecordDataset(f"{path}/{export.WARMUP_FILE}").as_numpy_iterator())
+        records = list(tf.data.TFRecordDataset(f"{path}/{WARMUP_FILE}").as_numpy_iterator())
         assert records
         for record in records:
             request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
@@ -311,7 +311,7 @@ def test_served_through_our_model_server(exports, server_process, tmp_path):
 
 
 def test_trim_to_longest_keeps_every_real_token():
-    from serving.export import trim_to_longest
+    from bert_tf.text.tokenization import trim_to_longest
 
     mask = tf.constant([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
     features = {"input_word_ids": mask * 7, "input_mask": mask, "input_type_ids": mask * 0}
@@ -328,11 +328,11 @@ def test_export_to_a_filesystem_uri(tmp_path):
     # never os.path: file:// is the local filesystem through that same code path.
     uri = tmp_path.as_uri() + "/classifier"
     model = _tiny(BertClassifier, 3)
-    path = export.export_classifier(
+    path = export_lib.export_classifier(
         model, BertPreprocessor(VOCAB, seq_length=16), uri, label_names=LABELS
     )
     assert path == uri + "/1"
     assert sorted(p.name for p in (tmp_path / "classifier").iterdir()) == ["1"]
     assert (tmp_path / "classifier" / "1" / "assets" / "vocab.txt").read_text().split() == VOCAB
-    assert export.next_version(uri) == 2
+    assert export_lib.next_version(uri) == 2
     assert "classify" in tf.saved_model.load(path).signatures

@@ -20,7 +20,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.text.tokenization import BertPreprocessor
 from serving import export
-from serving.signatures import read_signature_defs
+from serving.signatures import WARMUP_FILE, read_signature_defs
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", "the", "a", "dog", "runs", "fast"]
 VOCAB += ["movie", "was", "great", "bad", "is", "it", "sunny", "yes", "##s"]
@@ -82,7 +82,7 @@ def test_single_segment_export_serves_text_a_alone(run_dir, tmp_path):
     classified = signatures["classify"](inputs=tf.constant(examples))
     np.testing.assert_allclose(classified["scores"], out["probabilities"], atol=1e-6)
     # The warmup requests TF Serving replays at load time carry text_a only, and run.
-    records = tf.data.TFRecordDataset(f"{path}/{export.WARMUP_FILE}").as_numpy_iterator()
+    records = tf.data.TFRecordDataset(f"{path}/{WARMUP_FILE}").as_numpy_iterator()
     for record in records:
         request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}

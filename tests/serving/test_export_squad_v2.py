@@ -15,7 +15,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertSpanLabeler
 from bert_tf.tasks import squad
 from bert_tf.text.tokenization import BertPreprocessor
-from serving import export
+from serving import export_lib
 from serving.signatures import read_signature_defs
 
 SQUAD_V2 = Path(__file__).parents[1] / "testdata" / "squad_v2.0.json"
@@ -109,7 +109,7 @@ def test_v2_export_answers_like_run_squad_predictions(span_model, run_squad_deco
     predictions, nbest, null_odds = run_squad_decode(threshold)
     assert 0 < list(predictions.values()).count("") < len(predictions)
 
-    path = export.export_squad(
+    path = export_lib.export_squad(
         model,
         preprocessor,
         tmp_path / "squad_v2",
@@ -117,7 +117,7 @@ def test_v2_export_answers_like_run_squad_predictions(span_model, run_squad_deco
         null_score_diff_threshold=threshold,
         **WINDOWS,
     )
-    options = json.loads((Path(path) / export.SQUAD_OPTIONS_ASSET).read_text())
+    options = json.loads((Path(path) / export_lib.SQUAD_OPTIONS_ASSET).read_text())
     assert options["version_2_with_negative"] is True
     assert options["null_score_diff_threshold"] == threshold
     serve = tf.saved_model.load(path).signatures["serving_default"]
@@ -133,7 +133,7 @@ def test_v2_export_answers_like_run_squad_predictions(span_model, run_squad_deco
 
 def test_v1_export_keeps_its_outputs_and_never_abstains(span_model, run_squad_decode, tmp_path):
     model, preprocessor = span_model
-    v1 = export.export_squad(model, preprocessor, tmp_path / "v1", **WINDOWS)
+    v1 = export_lib.export_squad(model, preprocessor, tmp_path / "v1", **WINDOWS)
     outputs = read_signature_defs(v1)["serving_default"].outputs
     assert {name: tensor.dtype for name, tensor in outputs.items()} == {
         "answer_text": tf.string.as_datatype_enum,
@@ -141,7 +141,7 @@ def test_v1_export_keeps_its_outputs_and_never_abstains(span_model, run_squad_de
         "end_char": tf.int32.as_datatype_enum,
         "score": tf.float32.as_datatype_enum,
     }
-    options = json.loads((Path(v1) / export.SQUAD_OPTIONS_ASSET).read_text())
+    options = json.loads((Path(v1) / export_lib.SQUAD_OPTIONS_ASSET).read_text())
     assert (options["version_2_with_negative"], options["null_score_diff_threshold"]) == (False, 0)
     # A threshold above every null odds: v2.0 answers like v1.1 (its best span everywhere).
     predictions, nbest, _ = run_squad_decode(1e9)
@@ -166,7 +166,7 @@ def test_v1_export_keeps_its_outputs_and_never_abstains(span_model, run_squad_de
 def test_bad_null_options_are_clear_errors(span_model, tmp_path, kwargs, message):
     model, preprocessor = span_model
     with pytest.raises(ValueError, match=message):
-        export.export_squad(model, preprocessor, tmp_path / "squad", **WINDOWS, **kwargs)
+        export_lib.export_squad(model, preprocessor, tmp_path / "squad", **WINDOWS, **kwargs)
     assert not (tmp_path / "squad").exists()
 
 
@@ -177,7 +177,7 @@ def test_export_permissions_follow_the_umask(span_model, tmp_path, mask):
     model, preprocessor = span_model
     old = os.umask(mask)
     try:
-        version = Path(export.export_squad(model, preprocessor, tmp_path / "squad", **WINDOWS))
+        version = Path(export_lib.export_squad(model, preprocessor, tmp_path / "squad", **WINDOWS))
     finally:
         os.umask(old)
     modes = {
@@ -186,3 +186,26 @@ def test_export_permissions_follow_the_umask(span_model, tmp_path, mask):
     }
     assert {m for p, m in modes.items() if (version / p).is_dir()} == {0o777 & ~mask}, modes
     assert {m for p, m in modes.items() if (version / p).is_file()} == {0o666 & ~mask}, modes
+
+
+def test_a_short_context_answers_as_when_batched_with_a_long_one(span_model, tmp_path):
+    """Alone, a short context's window is far shorter than seq_length and the model runs on it
+    only (`trim_to_longest`); beside a long context every window is full length. The answers
+    and scores must not change."""
+    model, preprocessor = span_model
+    path = export_lib.export_squad(
+        model, preprocessor, tmp_path / "squad", version_2_with_negative=True, **WINDOWS
+    )
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    _, questions, contexts = _questions()
+    longest = max(range(len(contexts)), key=lambda i: len(contexts[i]))
+    question, context = "Who wrote it?", "The book was written by Jane Austen in 1813."
+    alone = serve(question=tf.constant([question]), context=tf.constant([context]))
+    batched = serve(
+        question=tf.constant([question, questions[longest]]),
+        context=tf.constant([context, contexts[longest]]),
+    )
+    for name in ("answer_text", "start_char", "end_char"):
+        assert alone[name].numpy()[0] == batched[name].numpy()[0], name
+    for name in ("score", "null_score_diff"):
+        np.testing.assert_allclose(alone[name].numpy()[0], batched[name].numpy()[0], atol=1e-5)

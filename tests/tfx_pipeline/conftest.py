@@ -3,8 +3,10 @@ import each other or this file: importlib import mode, and under Bazel a test se
 file and the folder's non-test .py files)."""
 
 import glob
+import importlib.util
 import json
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -19,6 +21,9 @@ import tensorflow as tf
 from absl import flags
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from PIL import Image
+
+from bert_tf.data import corpora
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,6 +84,98 @@ def blessings(metadata_path) -> list[int]:
         metadata(metadata_path).get_artifacts_by_type("ModelBlessing"), key=lambda a: a.id
     )
     return [a.custom_properties["blessed"].int_value for a in artifacts]
+
+
+def pusher_infra_blessing(metadata_path) -> metadata_store_pb2.Artifact:
+    """The InfraBlessing the latest run's Pusher took as its `infra_blessing` input."""
+    store = metadata(metadata_path)
+    pusher = executions(metadata_path)[-1]["Pusher"]
+    (artifact_id,) = [
+        e.artifact_id
+        for e in store.get_events_by_execution_ids([pusher.id])
+        if e.type == metadata_store_pb2.Event.INPUT and e.path.steps[0].key == "infra_blessing"
+    ]
+    (artifact,) = store.get_artifacts_by_id([artifact_id])
+    assert store.get_artifact_types_by_id([artifact.type_id])[0].name == "InfraBlessing"
+    return artifact
+
+
+def _load_kfp_launcher() -> None:
+    """kfp_launcher.py as module `bert_tfx_tests_kfp_launcher`, which the launcher test files
+    import: test modules cannot import their folder's helpers by package (importlib import mode;
+    under Bazel the helper is among the test's srcs, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "bert_tfx_tests_kfp_launcher", Path(__file__).with_name("kfp_launcher.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+
+
+_load_kfp_launcher()
+
+# The flags the fixtures tune with: a learning rate that trains and one that cannot move the
+# fresh head (1e-9), at the fixture's batch size and length.
+TUNE_FLAGS = ("--tune", "--tune_learning_rates=1e-9,1e-4", "--tune_train_batch_sizes=16")
+
+
+def check_tuning(
+    results_dir: str, best_dir: str, model_run_dir: str, better: float | None = 1e-4
+) -> list[dict]:
+    """A Tuner run with TUNE_FLAGS (its `tuner_results` and `best_hyperparameters` artifact
+    folders): it tried both learning rates, picked the higher-scoring one (`better`, when
+    given: the one that trains), plotted its trials, and the Trainer (its `model_run` folder)
+    trained with it. Returns the trials."""
+    trials = json.loads(Path(results_dir, "tuner_results.json").read_text())
+    assert sorted(t["learning_rate"] for t in trials) == [1e-9, 1e-4], trials
+    best = max(trials, key=lambda t: t["score"])
+    if better is not None:
+        assert best["learning_rate"] == better and best["score"] > min(t["score"] for t in trials)
+    with Image.open(Path(results_dir, "tuner_results.png")) as image:
+        assert image.format == "PNG" and image.width > 100
+    best_values = json.loads(Path(best_dir, "best_hyperparameters.txt").read_text())["values"]
+    assert best_values == {k: v for k, v in best.items() if k not in ("trial_id", "score")}
+    trained = json.loads(Path(model_run_dir, "training_options.json").read_text())
+    assert {k: trained[k] for k in best_values} == best_values
+    return trials
+
+
+def check_local_tuning(pipeline_root: Path) -> list[dict]:
+    """`check_tuning` on a local run's pipeline root."""
+    (results_dir,) = glob.glob(str(pipeline_root / "Tuner/tuner_results/*"))
+    (best_dir,) = glob.glob(str(pipeline_root / "Tuner/best_hyperparameters/*"))
+    (model_run_dir,) = glob.glob(str(pipeline_root / "Trainer/model_run/*"))
+    return check_tuning(results_dir, best_dir, model_run_dir)
+
+
+def write_polarity_task(gensim_dir: Path, folder: Path) -> list[str]:
+    """Pang & Lee polarity sentences (gensim's sample, shuffled) as a text_classification task
+    folder: train.tsv 140, dev.tsv 60 (label pos/neg), and test.tsv with the dev sentences
+    unlabelled (what BulkInferrer scores); returns those sentences."""
+    examples = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
+    random.Random(0).shuffle(examples)
+    folder.mkdir(parents=True)
+    for name, rows in (("train", examples[:140]), ("dev", examples[140:])):
+        lines = ["text\tlabel"] + [f"{text}\t{'pos' if label else 'neg'}" for text, label in rows]
+        (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    texts = [text for text, _ in examples[140:]]
+    (folder / "test.tsv").write_text("\n".join(["text", *texts]) + "\n", encoding="utf-8")
+    return texts
+
+
+def check_scored_examples(pattern, probabilities: dict[str, list[float]]) -> None:
+    """BulkInferrer's output examples (files matching `pattern`): one per sentence of
+    `probabilities` (text -> the pushed model's class probabilities), each with its text, the
+    class names neg/pos and those probabilities, and no label."""
+    scored = read_examples(pattern)
+    assert len(scored) == len(probabilities)
+    for example in scored:
+        text = values(example, "text_a")[0].decode()
+        assert [n.decode() for n in values(example, "predicted_label")] == ["neg", "pos"]
+        assert "label" not in example.features.feature
+        np.testing.assert_allclose(
+            values(example, "predicted_score"), probabilities[text], atol=1e-5
+        )
 
 
 def read_examples(pattern) -> list[tf.train.Example]:
@@ -250,6 +347,12 @@ def pipeline_helpers() -> types.SimpleNamespace:
         executions=executions,
         node_states=node_states,
         blessings=blessings,
+        pusher_infra_blessing=pusher_infra_blessing,
+        tune_flags=TUNE_FLAGS,
+        check_tuning=check_tuning,
+        check_local_tuning=check_local_tuning,
+        write_polarity_task=write_polarity_task,
+        check_scored_examples=check_scored_examples,
         read_examples=read_examples,
         values=values,
         serve_in_fresh_process=serve_in_fresh_process,

@@ -1,6 +1,7 @@
 """A local stand-in for Kubeflow Pipelines v2 / Vertex AI Pipelines: runs a compiled PipelineSpec's
 tasks in DAG order, each container as KFP's launcher would start it, in this machine's Python in
-place of the image. A test-support module (no `test_` prefix): the launcher tests load it by path.
+place of the image. A test-support module (no `test_` prefix): this folder's conftest.py loads it
+by path as `bert_tfx_tests_kfp_launcher`, the name the launcher tests import.
 
 What a KFP v2 backend does for each task of `root.dag.tasks`, and what this module does instead:
 
@@ -731,3 +732,18 @@ def _check_proto(value: Mapping, message: str, what: str) -> None:
 def task_id(name: str) -> str:
     """A task name as a lowercase resource-name segment."""
     return re.sub(r"[^a-z0-9-]", "-", name.lower())
+
+
+def for_repository(spec_file: str | os.PathLike, gcs_root: Path, work_dir: Path, repo: Path):
+    """The Launcher of a compiled spec file (PipelineSpec YAML or PipelineJob JSON), `repo` on
+    PYTHONPATH standing in for the image's installed package, each task's log lines echoed."""
+    spec, runtime_config = load_spec(spec_file)
+    return Launcher(
+        spec,
+        gcs_root,
+        work_dir,
+        runtime_config=runtime_config,
+        pythonpath=[str(repo)],
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+        echo=lambda line: print(f"  [kfp] {line}", flush=True),
+    )

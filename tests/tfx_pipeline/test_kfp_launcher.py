@@ -2,35 +2,22 @@
 (tiny sizes) executed in DAG order as KFP's launcher would run it (kfp_launcher.py: executor input
 built from the spec, placeholders resolved, `gs://` as a local folder, outputs fed downstream),
 the project's virtualenv standing in for the image. The pushed model answers raw text; a second
-run's evaluator compares against the first run's push (ServingBaseline).
+run's evaluator compares against the first run's push (ServingBaseline). The fine-tuning
+pipeline's launch is test_kfp_launcher_classify.py's.
 
 The harness's own placeholder resolution, DAG ordering, importer and output passing are checked
 fast on a hand-written spec whose containers are small Python scripts.
 """
 
-import importlib.util
 import json
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
+import bert_tfx_tests_kfp_launcher as kfp_launcher  # tests/tfx_pipeline/kfp_launcher.py (conftest.py)
 import numpy as np
 import pytest
 
-
-def _load_launcher():
-    """kfp_launcher.py by path: test modules cannot import their folder's helpers (importlib
-    import mode; under Bazel the helper is among the test's srcs, not a package)."""
-    path = Path(__file__).with_name("kfp_launcher.py")
-    spec = importlib.util.spec_from_file_location("bert_tfx_tests_kfp_launcher", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-kfp_launcher = _load_launcher()
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "bert-tfx-ci"
 
@@ -379,16 +366,7 @@ def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
         "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS),
         f"--output_spec_file={spec_file}",
     )
-    spec, runtime_config = kfp_launcher.load_spec(spec_file)
-    launcher = kfp_launcher.Launcher(
-        spec,
-        gcs,
-        root / "work",
-        runtime_config=runtime_config,
-        pythonpath=[str(REPO)],
-        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
-        echo=lambda line: print(f"  [kfp] {line}", flush=True),
-    )
+    launcher = kfp_launcher.for_repository(spec_file, gcs, root / "work", REPO)
     return launcher, gcs / BUCKET / "serving" / demo.MODEL_NAME
 
 
@@ -431,7 +409,7 @@ def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
     executors = launcher.spec["deploymentSpec"]["executors"]
     assert all("container" in e for e in executors.values())  # no importer, no resolver
     assert {t.kind for t in first_run.tasks.values()} == {"container"}
-    assert {"ServingBaseline", "PretrainingEvaluator", "Pusher"} <= set(tasks)
+    assert {"ServingBaseline", "PretrainingEvaluator", "ServingCheck", "Pusher"} <= set(tasks)
 
     # Nothing served yet: ServingBaseline's output is the candidate's copy, and the evaluator
     # judged on the absolute thresholds only.
@@ -448,6 +426,12 @@ def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
     model = first_run.tasks["Trainer"].artifact("model")
     assert blessing["current_model_id"] == model["name"]
     assert blessing["current_model"] == model["uri"]
+
+    # The model server loaded the export from the bucket, and the encoder's two warmup requests
+    # answered over gRPC and REST as the export in-process.
+    infra = first_run.tasks["ServingCheck"].artifact("blessing")
+    assert infra["metadata"]["blessed"] == 1 and infra["metadata"]["requests_checked"] == 4
+    assert (_local(launcher, infra["uri"]) / "INFRA_BLESSED").exists()
 
     (version,) = _versions(model_base_path)
     pushed = first_run.tasks["Pusher"].artifact("pushed_model")["metadata"]

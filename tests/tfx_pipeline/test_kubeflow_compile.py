@@ -3,6 +3,7 @@ YAML) and Vertex AI (`--runner=vertex`: the PipelineJob JSON around it), offline
 credentials, no network, no module wheel, and no path of the compiling machine in the output.
 """
 
+import json
 import os
 import re
 import socket
@@ -27,13 +28,17 @@ PIPELINE_ARGS = {
         "--task_name=sst-2",
         f"--data_root={BUCKET}/glue/SST-2",
         f"--init_checkpoint={BUCKET}/minilm",
+        "--bulk_inference",
+        "--tune",
     ],
     "squad": [
         "--pipeline=squad",
         f"--data_root={BUCKET}/squad",
         f"--init_checkpoint={BUCKET}/minilm",
+        "--tune",
     ],
 }
+TUNER_FNS = {"classify": configs.CLASSIFICATION_TUNER_FN, "squad": configs.SQUAD_TUNER_FN}
 RUN_FNS = {
     "pretrain": (configs.PRETRAINING_PREPROCESSING_FN, configs.PRETRAINING_RUN_FN),
     "classify": (configs.CLASSIFICATION_PREPROCESSING_FN, configs.CLASSIFICATION_RUN_FN),
@@ -91,10 +96,10 @@ def offline(tmp_path_factory):
 @pytest.fixture(scope="module")
 def compiled(offline, tmp_path_factory, pipeline_helpers) -> dict:
     """(pipeline, runner, gpu) -> (the written file parsed, its text), for each pipeline on
-    both runners, plus the pretraining pipeline with a GPU Trainer on both."""
+    both runners, plus the pretraining and classify pipelines with a GPU Trainer on both."""
     out = tmp_path_factory.mktemp("specs")
     cases = [(p, r, False) for p in PIPELINE_ARGS for r in SUFFIX]
-    cases += [("pretrain", r, True) for r in SUFFIX]
+    cases += [(p, r, True) for p in ("pretrain", "classify") for r in SUFFIX]
     found = {}
     for name, runner, gpu in cases:
         spec_file = out / f"{name}-{runner}{'-gpu' if gpu else ''}{SUFFIX[runner]}"
@@ -142,6 +147,17 @@ def test_spec_is_a_strict_pipeline_spec_2_1(compiled, pipeline_helpers, name, ru
         transform = tasks["Transform"]["inputs"]["parameters"]
         assert transform["preprocessing_fn"]["runtimeValue"]["constant"] == preprocessing_fn
         assert "module_file" not in transform
+    if name in TUNER_FNS:  # --tune: our Tuner executor, the Trainer takes its best values
+        tuner = tasks["Tuner"]["inputs"]["parameters"]
+        assert tuner["tuner_fn"]["runtimeValue"]["constant"] == TUNER_FNS[name]
+        executor = spec["deploymentSpec"]["executors"][_task_executor(spec, "Tuner")]
+        assert "tfx_pipeline.components.tuner.Executor" in json.dumps(executor)
+        hyperparameters = tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]
+        assert hyperparameters["taskOutputArtifact"]["producerTask"] == "Tuner"
+    if name == "classify":  # --bulk_inference: the test file scored with our executor
+        assert {"UnlabelledExampleGen", "BulkInferrer"} <= set(tasks)
+        executor = spec["deploymentSpec"]["executors"][_task_executor(spec, "BulkInferrer")]
+        assert "tfx_pipeline.components.bulk_inferrer.Executor" in json.dumps(executor)
     # Every component in --image when no --gpu_image is given; no resource requests.
     assert set(pipeline_helpers.executor_images(spec).values()) == {IMAGE}
     executors = spec["deploymentSpec"]["executors"].values()
@@ -183,21 +199,27 @@ def test_no_path_of_the_compiling_machine_and_no_wheel(compiled, tmp_path_factor
 
 
 @pytest.mark.parametrize("runner", sorted(SUFFIX))
-def test_gpu_trainer_gets_its_image_and_resources(compiled, pipeline_helpers, runner):
-    spec = _pipeline_spec(compiled, "pretrain", runner, gpu=True)
+@pytest.mark.parametrize("name", ["pretrain", "classify"])
+def test_gpu_trainer_gets_its_image_and_resources(compiled, pipeline_helpers, name, runner):
+    """The Trainer, and the Tuner (--tune: it trains too), on --gpu_image with the resources."""
+    spec = _pipeline_spec(compiled, name, runner, gpu=True)
     pipeline_helpers.parse_pipeline_spec(spec)
-    trainer = _task_executor(spec, "Trainer")
+    trainers = {
+        _task_executor(spec, t) for t in ("Trainer", "Tuner") if t in spec["root"]["dag"]["tasks"]
+    }
+    assert len(trainers) == (2 if name in TUNER_FNS else 1)
     images = pipeline_helpers.executor_images(spec)
-    assert images.pop(trainer) == GPU_IMAGE
+    assert {images.pop(t) for t in trainers} == {GPU_IMAGE}
     assert set(images.values()) == {IMAGE}  # Beam components and the rest stay on --image
     executors = spec["deploymentSpec"]["executors"]
-    resources = executors[trainer]["container"]["resources"]
     expected = GPU_RESOURCES[runner]
-    assert resources["cpuLimit"] == pytest.approx(expected["cpuLimit"])
-    assert resources["memoryLimit"] == pytest.approx(expected["memoryLimit"])
-    assert resources["accelerator"]["type"] == expected["type"]
-    assert int(resources["accelerator"]["count"]) == expected["count"]
-    others = [e for label, e in executors.items() if label != trainer]
+    for trainer in trainers:
+        resources = executors[trainer]["container"]["resources"]
+        assert resources["cpuLimit"] == pytest.approx(expected["cpuLimit"])
+        assert resources["memoryLimit"] == pytest.approx(expected["memoryLimit"])
+        assert resources["accelerator"]["type"] == expected["type"]
+        assert int(resources["accelerator"]["count"]) == expected["count"]
+    others = [e for label, e in executors.items() if label not in trainers]
     assert not any("resources" in e.get("container", {}) for e in others)
 
 

@@ -49,3 +49,48 @@ def test_the_check_sees_a_function_local_upward_import(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("import os\n\ndef f():\n    from serving import export\n")
     assert imported_packages(source) == {("serving", 4)}
+
+
+def _is_script(path: Path) -> bool:
+    return 'if __name__ == "__main__"' in path.read_text(encoding="utf-8")
+
+
+def imported_modules(path: Path) -> set[tuple[str, int]]:
+    """(dotted project module, line) of every import in the file; `from a import b` names both
+    `a` and `a.b` (b may be a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update((n, node.lineno) for n in names if n.split(".")[0] in PROJECT)
+    return found
+
+
+# Library modules that can also be run, and why they are one module: `fetch` is the data API
+# (`fetch.path(...)`) and `python -m bert_tf.data.fetch` only calls it (`make data`);
+# `serving.client` is the Python client (ServingClient, rest_predict) with a small query CLI,
+# the way tensorflow_serving's example clients are.
+RUNNABLE_LIBRARIES = {"bert_tf.data.fetch", "serving.client"}
+
+
+def test_no_script_is_imported_as_a_library():
+    """Scripts (modules run as `python -m ...`) are thin mains over library modules: no project
+    module imports one (tests may, to run their `main`)."""
+    sources = [p for package in sorted(PROJECT) for p in sorted((REPO / package).rglob("*.py"))]
+    module_of = {
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sources
+    }
+    scripts = {name for name, path in module_of.items() if _is_script(path)}
+    assert {"bert_tf.run_classifier", "serving.export", "tfx_pipeline.run"} <= scripts
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: imports the script {module}"
+        for path in sources
+        for module, line in sorted(imported_modules(path))
+        if module in scripts - RUNNABLE_LIBRARIES and module_of[module] != path
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -16,7 +16,6 @@ import glob
 import io
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -32,7 +31,7 @@ import pytest
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 
-from bert_tf.data import corpora, fetch
+from bert_tf.data import fetch
 from bert_tf.tasks import glue
 from bert_tf.text.masking import restore_original_ids
 from bert_tf.text.tokenization import BertPreprocessor, SpecialTokenIds, load_vocab
@@ -74,17 +73,22 @@ PRETRAIN_COMPONENTS = {
     "Trainer",
     "ServingBaseline",
     "PretrainingEvaluator",
+    "ServingCheck",
     "Pusher",
 }
 CLASSIFY_COMPONENTS = {
     "TextClassificationExampleGen",
+    "UnlabelledExampleGen",
+    "BulkInferrer",
     "StatisticsGen",
     "SchemaGen",
     "ExampleValidator",
     "Transform",
+    "Tuner",
     "Trainer",
     "ServingBaseline",
     "Evaluator",
+    "ServingCheck",
     "Pusher",
 }
 
@@ -397,7 +401,7 @@ def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
         "ExampleValidator",
         "Transform",
     )
-    from_trainer = ("Trainer", "ServingBaseline", "PretrainingEvaluator", "Pusher")
+    from_trainer = ("Trainer", "ServingBaseline", "PretrainingEvaluator", "ServingCheck", "Pusher")
     states = pipeline_helpers.node_states(pretrain_rerun.metadata)[-1]
     assert {n: states.get(n) for n in before_trainer} == dict.fromkeys(before_trainer, "CACHED")
     assert {n: states.get(n) for n in from_trainer} == dict.fromkeys(from_trainer, "COMPLETE")
@@ -486,19 +490,16 @@ def classify(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
     sentences, 140 train, 60 dev; runs/tfx_cls is <root>/pipeline, ML Metadata in it;
     runs/serving is <root>/serving; $M is all-MiniLM-L6-v2), tiny flags appended."""
     root = tmp_path_factory.mktemp("classify")
-    examples = corpora.polarity_examples(gensim_dir / "pang_lee_polarity.cor")
-    random.Random(0).shuffle(examples)
-    data = root / "polarity"
-    data.mkdir()
-    for name, rows in (("train", examples[:140]), ("dev", examples[140:])):
-        lines = ["text\tlabel"] + [f"{text}\t{'pos' if label else 'neg'}" for text, label in rows]
-        (data / f"{name}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    pipeline_helpers.write_polarity_task(gensim_dir, root / "polarity")
     pipeline_helpers.run_in_process(
         run,
         *_classify_args(root, root / "pipeline", root / "serving", minilm_dir, pipeline_helpers),
-        f"--num_train_epochs={CLASSIFY_EPOCHS}",  # 60 steps: ceil(6.857 x 140 / 16)
-        "--learning_rate=1e-4",
+        # The Tuner tries 1e-9 and 1e-4; the Trainer trains with the better, 60 steps:
+        # ceil(6.857 x 140 / 16).
+        *pipeline_helpers.tune_flags,
+        f"--tune_num_train_epochs={CLASSIFY_EPOCHS}",
         f"--min_metric={MIN_DEV_ACCURACY}",
+        "--bulk_inference",
     )
     return root
 
@@ -544,6 +545,18 @@ def test_classification_run_log_and_summary(classify, pipeline_helpers):
     assert f"\npushed: {pushed}\nfull log: {log_file}\n" in summary
 
 
+def test_the_pusher_pushed_what_the_serving_check_served(classify, pipeline_helpers):
+    """ServingCheck served the Trainer's export with the model server (this repo's: no
+    tensorflow_model_server here) and its two warmup requests, over gRPC and REST, answered as
+    the export in-process; the Pusher consumed that InfraBlessing and pushed."""
+    infra = pipeline_helpers.pusher_infra_blessing(classify / "pipeline" / "metadata.sqlite")
+    properties = {k: v.int_value or v.string_value for k, v in infra.custom_properties.items()}
+    assert properties["blessed"] == 1, properties
+    assert properties["requests_checked"] == 4 and properties["model_server"] == "serving.server"
+    assert sorted(os.listdir(infra.uri)) == ["INFRA_BLESSED", "model_server.log"]
+    pipeline_helpers.pushed_model(classify / "serving" / CLASSIFY_MODEL)
+
+
 def dev_examples(root) -> list:
     return glue.get_processor("text_classification").get_dev_examples(root / "polarity")
 
@@ -573,6 +586,26 @@ def test_pushed_classifier_answers_raw_text_in_a_fresh_process(dev_predictions):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)
     # Class 1 is "pos" (the label order F1/MCC's class 1 refers to).
     assert dev_predictions["labels"] == [["neg", "pos"][i] for i in probabilities.argmax(axis=1)]
+
+
+def test_bulk_inferrer_scores_the_unlabelled_file_like_the_pushed_model(
+    classify, dev_predictions, pipeline_helpers
+):
+    """BulkInferrer's output examples: each test.tsv sentence with the blessed model's class
+    names and probabilities, equal to the pushed SavedModel's on the same raw text."""
+    texts = [e.text_a for e in dev_examples(classify)]
+    pipeline_helpers.check_scored_examples(
+        classify / "pipeline/BulkInferrer/output_examples/*/Split-test/*.gz",
+        dict(zip(texts, dev_predictions["probabilities"], strict=True)),
+    )
+
+
+def test_the_tuner_chose_the_better_learning_rate_and_the_trainer_used_it(
+    classify, pipeline_helpers
+):
+    """--tune with two learning rates: both tried on the dev sentences (accuracy), the one that
+    trains is chosen, and the Trainer trains with it."""
+    pipeline_helpers.check_local_tuning(classify / "pipeline")
 
 
 def test_the_pipelines_trainer_learned(classify):

@@ -411,3 +411,34 @@ def test_trainer_builds_the_model_under_the_scripts_precision_flags(
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert seen == [policy]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"vocab_file": "cn_clip"},
+            "has 21128 tokens but the config of init_checkpoint={minilm} has vocab_size 30522",
+        ),
+        ({"max_seq_length": "1024"}, "error: --max_seq_length: expected 3..512"),
+    ],
+)
+def test_model_source_is_checked_before_any_component_runs(
+    classify_args, minilm_dir, chinese_vocab, change, expected
+):
+    """The Trainer's model-source checks (vocab size vs the checkpoint's config, max_seq_length
+    vs its position embeddings) run when the pipeline is built, as the scripts' do."""
+    args = [a for a in classify_args if not a.startswith("--init_checkpoint=")]
+    args.append(f"--init_checkpoint={minilm_dir}")
+    for name, value in change.items():
+        args.append(f"--{name}={chinese_vocab if value == 'cn_clip' else value}")
+    saved, run.FLAGS = run.FLAGS, _parsed(*args)
+    try:
+        run.check_flags()  # the light checks pass (they exit otherwise)
+        with pytest.raises(SystemExit) as exited:
+            run.build_pipeline()
+    finally:
+        run.FLAGS = saved
+    message = str(exited.value.code)
+    assert message.startswith("error: ") and "\n" not in message, message
+    assert expected.format(minilm=minilm_dir) in message

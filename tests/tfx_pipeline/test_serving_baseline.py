@@ -431,7 +431,7 @@ def test_pretraining_evaluator_scores_a_pushed_version_like_the_trainers_keras_m
     from bert_tf.modeling.encoder import build_encoder
     from bert_tf.modeling.models import BertPretrainer
     from bert_tf.text.tokenization import BertPreprocessor
-    from serving.export import export_encoder
+    from serving.export_lib import export_encoder
     from tfx_pipeline import trainer_lib
     from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
@@ -546,7 +546,7 @@ def regression_inputs(tmp_path_factory):
     from bert_tf.modeling.encoder import build_encoder
     from bert_tf.modeling.models import BertClassifier
     from bert_tf.text.tokenization import BertPreprocessor
-    from serving.export import export_classifier
+    from serving.export_lib import export_classifier
     from tfx_pipeline import trainer_lib
 
     root = tmp_path_factory.mktemp("tfma_eval")
@@ -646,7 +646,7 @@ def test_tfma_evaluator_compares_with_the_served_model_only(
 def _export(root: Path, classifier, label_names=("neg", "pos")) -> standard_artifacts.Model:
     """A Trainer-like Model artifact at `root` holding `classifier`'s export."""
     from bert_tf.text.tokenization import BertPreprocessor
-    from serving.export import export_classifier
+    from serving.export_lib import export_classifier
     from tfx_pipeline import trainer_lib
 
     model = standard_artifacts.Model()
@@ -835,6 +835,7 @@ def test_pipelines_push_through_our_pusher_and_fine_tune_for_epochs():
             pusher.inputs["baseline_model"]
             is components["ServingBaseline"].outputs["baseline_model"]
         )
+        assert pusher.inputs["infra_blessing"] is components["ServingCheck"].outputs["blessing"]
         trainer = components["Trainer"]
         train_args = json.loads(trainer.exec_properties["train_args"])
         config = json.loads(trainer.exec_properties["custom_config"])

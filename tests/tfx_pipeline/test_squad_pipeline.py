@@ -33,9 +33,11 @@ COMPONENTS = {
     "SchemaGen",
     "ExampleValidator",
     "pretrained_checkpoint_importer",
+    "Tuner",
     "Trainer",
     "ServingBaseline",
     "SquadEvaluator",
+    "ServingCheck",
     "Pusher",
 }
 
@@ -77,13 +79,29 @@ def squad_run(tmp_path_factory, squad_data, minilm_dir, pipeline_helpers) -> Pat
         *pipeline_args(squad_data, root, minilm_dir, pipeline_helpers),
         # Beam in memory: multi-processing would start a worker process per core.
         "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
+        # The Tuner tries 1e-9 and 1e-4 (each 60 steps); the Trainer trains with the better.
+        *pipeline_helpers.tune_flags,
+        "--tune_num_train_epochs=1",
     )
     return root
+
+
+def test_the_tuner_chose_the_better_learning_rate_and_the_trainer_used_it(
+    squad_run, pipeline_helpers
+):
+    """--tune: each trial's export answers the dev questions (official F1), the learning rate
+    that trains is chosen and the Trainer trains with it."""
+    pipeline_helpers.check_local_tuning(squad_run / "pipeline")
 
 
 def test_squad_components_all_succeeded(squad_run, pipeline_helpers):
     (states,) = pipeline_helpers.node_states(squad_run / "pipeline" / "metadata.sqlite")
     assert {n: states.get(n) for n in COMPONENTS} == dict.fromkeys(COMPONENTS, "COMPLETE")
+    # The Pusher pushed with ServingCheck's blessing: its warmup request (question, context)
+    # answered over gRPC and REST as the export in-process.
+    infra = pipeline_helpers.pusher_infra_blessing(squad_run / "pipeline" / "metadata.sqlite")
+    assert infra.custom_properties["blessed"].int_value == 1
+    assert infra.custom_properties["requests_checked"].int_value == 2
 
 
 def test_example_gen_writes_doc_stride_windows(squad_run, squad_data, pipeline_helpers):
@@ -196,7 +214,11 @@ def test_kubeflow_runner_compiles_the_squad_pipeline(
     tmp_path, squad_data, minilm_dir, pipeline_helpers
 ):
     spec, images = pipeline_helpers.compile_for_kubeflow(
-        pipeline_args(squad_data, tmp_path, minilm_dir, pipeline_helpers),
+        [
+            *pipeline_args(squad_data, tmp_path, minilm_dir, pipeline_helpers),
+            *pipeline_helpers.tune_flags,
+            "--tune_num_train_epochs=1",
+        ],
         tmp_path,
         "registry.example.com/bert-tfx:test",
     )

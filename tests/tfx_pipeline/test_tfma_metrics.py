@@ -108,7 +108,7 @@ def test_regression_model_is_scored_through_its_regress_signature(tmp_path):
     from bert_tf.modeling.encoder import build_encoder
     from bert_tf.modeling.models import BertClassifier
     from bert_tf.text.tokenization import BertPreprocessor, load_vocab
-    from serving.export import export_classifier
+    from serving.export_lib import export_classifier
 
     vocab = load_vocab(fetch.path("minilm", "vocab.txt"))
     model = BertClassifier(build_encoder(BertConfig.from_preset("tiny", vocab_size=len(vocab))), 1)

@@ -16,7 +16,7 @@ most frequent token" by a point, so a constant or untrained model is not blessed
 corpus.
 
 Both models are scored through their serving SavedModel's `pretraining_logits` signature
-(`serving.export.export_encoder`): the pushed model itself, so a served version needs nothing
+(`serving.export_lib.export_encoder`): the pushed model itself, so a served version needs nothing
 else to be the baseline. A Trainer model exported before that signature is scored through its
 Keras file (`Format-TFMA/model.keras`); a served baseline with neither is not compared (logged,
 and noted in the report).
@@ -50,7 +50,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from bert_tf.tasks import pretraining
-from serving.export import PRETRAINING_SIGNATURE
+from serving.export_lib import PRETRAINING_SIGNATURE
 from tfx_pipeline import trainer_lib
 from tfx_pipeline.components import blessing
 from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE

@@ -57,10 +57,13 @@ import tensorflow as tf
 from absl import logging
 from tfx import types
 from tfx.components.pusher import executor as pusher_executor
+from tfx.components.util import model_utils
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import io_utils, path_utils
+
+from tfx_pipeline.components import serving_check
 
 IS_CANDIDATE = "is_candidate"
 BASELINE_VERSION = "baseline_version"
@@ -267,9 +270,23 @@ def push_decision(input_dict: dict[str, list[types.Artifact]]) -> str | None:
     return f"same model as version {baseline.get_int_custom_property(BASELINE_VERSION)}"
 
 
+def _not_blessed_reason(input_dict: dict[str, list[types.Artifact]]) -> str:
+    """Why TFX's `CheckBlessing` refused: the evaluator's blessing (checked first, as there), or
+    the infra blessing (with ServingCheck's reason)."""
+    model_blessing = (input_dict.get("model_blessing") or [None])[0]
+    infra = (input_dict.get("infra_blessing") or [None])[0]
+    if infra is None or (model_blessing and not model_utils.is_model_blessed(model_blessing)):
+        return "the model was not blessed"
+    reason = "the serving check failed"
+    if infra.has_custom_property(serving_check.NOT_BLESSED_REASON):
+        reason += ": " + infra.get_string_custom_property(serving_check.NOT_BLESSED_REASON)
+    return reason
+
+
 class PusherExecutor(pusher_executor.Executor):
-    """TFX's Pusher executor; records why nothing was pushed (`NOT_PUSHED_REASON`) and pushes
-    nothing when the candidate is the serving model (`push_decision`)."""
+    """TFX's Pusher executor (the model blessing and, when given, the infra blessing gate it);
+    records why nothing was pushed (`NOT_PUSHED_REASON`) and pushes nothing when the candidate is
+    the serving model (`push_decision`)."""
 
     def Do(
         self,
@@ -281,7 +298,7 @@ class PusherExecutor(pusher_executor.Executor):
         inputs = {k: v for k, v in input_dict.items() if k != "baseline_model"}
         if not self.CheckBlessing(inputs):
             self._MarkNotPushed(model_push)
-            model_push.set_string_custom_property(NOT_PUSHED_REASON, "the model was not blessed")
+            model_push.set_string_custom_property(NOT_PUSHED_REASON, _not_blessed_reason(inputs))
             return
         reason = push_decision(input_dict)
         if reason:
@@ -293,9 +310,9 @@ class PusherExecutor(pusher_executor.Executor):
 
 
 class Pusher(base_component.BaseComponent):
-    """`tfx.components.Pusher` (model, model_blessing, push_destination) that also takes
-    ServingBaseline's `baseline_model` and pushes nothing when the candidate is the model serving
-    now (see the module docstring). Its id stays "Pusher"."""
+    """`tfx.components.Pusher` (model, model_blessing, infra_blessing, push_destination) that
+    also takes ServingBaseline's `baseline_model` and pushes nothing when the candidate is the
+    model serving now (see the module docstring). Its id stays "Pusher"."""
 
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(PusherExecutor)
@@ -306,10 +323,12 @@ class Pusher(base_component.BaseComponent):
         model_blessing: types.BaseChannel,
         push_destination,
         baseline_model: types.BaseChannel | None = None,
+        infra_blessing: types.BaseChannel | None = None,
     ):
         spec = PusherSpec(
             model=model,
             model_blessing=model_blessing,
+            infra_blessing=infra_blessing,
             baseline_model=baseline_model,
             push_destination=push_destination,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),

@@ -14,6 +14,7 @@ Example (in a pipeline):
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 import apache_beam as beam
@@ -31,31 +32,37 @@ from bert_tf.tasks import glue
 
 # Output split -> the task's file split.
 SPLITS = {"train": glue.TRAIN, "eval": glue.DEV}
+# The unlabelled split that BulkInferrer scores (GLUE's test.tsv, or a text_classification
+# folder's test.tsv/.csv without a label column).
+UNLABELLED_SPLITS = {"test": glue.TEST}
 
 
 class TextClassificationExampleGenSpec(ComponentSpec):
     PARAMETERS: ClassVar[dict] = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
         "task_name": ExecutionParameter(type=str),
+        # {output split: the task's file split}, as JSON; default SPLITS.
+        "splits": ExecutionParameter(type=str, optional=True),
     }
     INPUTS: ClassVar[dict] = {}
     OUTPUTS: ClassVar[dict] = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
 
 
 def to_example(example: glue.InputExample, labels: list[str]) -> bytes:
-    """One task example as a serialized tf.Example (label index, or float for regression)."""
-    label = (
-        tf.train.Feature(int64_list=tf.train.Int64List(value=[labels.index(example.label)]))
-        if labels
-        else tf.train.Feature(float_list=tf.train.FloatList(value=[float(example.label)]))
-    )
+    """One task example as a serialized tf.Example (label index, or float for regression; no
+    label feature for an unlabelled example)."""
     feature = {
         "text_a": tf.train.Feature(bytes_list=tf.train.BytesList(value=[example.text_a.encode()])),
         "text_b": tf.train.Feature(
             bytes_list=tf.train.BytesList(value=[(example.text_b or "").encode()])
         ),
-        "label": label,
     }
+    if example.label is not None:
+        feature["label"] = (
+            tf.train.Feature(int64_list=tf.train.Int64List(value=[labels.index(example.label)]))
+            if labels
+            else tf.train.Feature(float_list=tf.train.FloatList(value=[float(example.label)]))
+        )
     example = tf.train.Example(features=tf.train.Features(feature=feature))
     return example.SerializeToString(deterministic=True)
 
@@ -83,9 +90,10 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]
     ) -> dict[str, beam.PCollection]:
         to_examples = self.GetInputSourceToExamplePTransform()
+        splits = json.loads(exec_properties.get("splits") or "null") or SPLITS
         return {
             name: pipeline | f"InputToRecord[{name}]" >> to_examples(exec_properties, split)
-            for name, split in SPLITS.items()
+            for name, split in splits.items()
         }
 
 
@@ -95,19 +103,22 @@ class TextClassificationExampleGen(FileBasedExampleGen):
     Args:
         input_base: the task's data folder (GLUE `train.tsv`, `dev.tsv`, ...).
         task_name: a `bert_tf.tasks.glue` task name (`sst-2`, `mrpc`, ..., `text_classification`).
+        splits: {output split: the task's file split}; default `SPLITS` (train and eval),
+            `UNLABELLED_SPLITS` for the test file.
     """
 
     SPEC_CLASS = TextClassificationExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
     DRIVER_CLASS = FileBasedDriver
 
-    def __init__(self, input_base: str, task_name: str):
+    def __init__(self, input_base: str, task_name: str, splits: dict[str, str] | None = None):
         glue.get_processor(task_name)  # fail at pipeline construction on an unknown task
-        # The train and dev files, so the driver's fingerprint (the cache key) covers them.
+        splits = splits or SPLITS
+        # The splits' files, so the driver's fingerprint (the cache key) covers them.
         input_config = example_gen_pb2.Input(
             splits=[
                 example_gen_pb2.Input.Split(name=name, pattern=f"{split}*")
-                for name, split in SPLITS.items()
+                for name, split in splits.items()
             ]
         )
         spec = TextClassificationExampleGenSpec(
@@ -117,6 +128,7 @@ class TextClassificationExampleGen(FileBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             task_name=task_name,
+            splits=json.dumps(splits, sort_keys=True),
             examples=types.Channel(type=standard_artifacts.Examples),
         )
         # Not FileBasedExampleGen.__init__ (it builds the narrower standard spec); still a

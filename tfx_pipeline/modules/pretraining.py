@@ -7,7 +7,7 @@ WordPiece tokenization and packing with `bert_tf.text.tokenization.BertPreproces
 `masking_seed`, so reruns and distributed workers produce the same examples.
 
 The Trainer pretrains `BertPretrainer` with `bert_tf.training.Trainer` and exports:
-- `serving_model_dir`: `serving.export.export_encoder`'s raw-text SavedModel, embedding
+- `serving_model_dir`: `serving.export_lib.export_encoder`'s raw-text SavedModel, embedding
   `BertPreprocessor` (the same layer and vocab as Transform, so ids cannot drift apart);
 - `eval_model_dir/model.keras`: the Keras pretrainer, which PretrainingEvaluator scores on the
   transformed eval split.
@@ -26,7 +26,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
 from bert_tf.tasks.pretraining import pretraining_loss
 from bert_tf.text.masking import MaskedLmMasker
-from serving.export import export_encoder
+from serving.export_lib import export_encoder
 from tfx_pipeline import trainer_lib
 
 KERAS_MODEL_FILE = "model.keras"

@@ -17,6 +17,8 @@ from bert_tf.text.tokenization import (
     BASIC_SPLIT_DELIMITERS,
     BASIC_SPLIT_KEPT_DELIMITERS,
     BertPreprocessor,
+    pad_to_length,
+    trim_to_longest,
 )
 
 
@@ -82,7 +84,9 @@ def squad_answers(
     flat_index = in_window + tf.gather(context_starts, example)[:, None]
     window_ids = flat_index.with_flat_values(tf.gather(context_ids.flat_values, flat_index.values))
     features = packer([tf.gather(query, example), window_ids])
-    logits = span_model(features, training=False)
+    # The model runs on the longest window only (a short context's windows are far shorter than
+    # seq_length); the positions past it are padding, never a valid span (`in_context` below).
+    logits = span_model(trim_to_longest(features), training=False)
 
     # google-research `_check_is_max_context`: a token's context in a window is its distance to
     # the nearer window edge (+ 0.01 * window length); only its best window may start a span.
@@ -106,8 +110,8 @@ def squad_answers(
     ones = tf.ones([seq_length, seq_length])
     band = tf.cast(tf.linalg.band_part(ones, 0, max_answer_length - 1), tf.bool)  # 0 <= e-s < max
     valid = band[None] & can_start[:, :, None] & in_context[:, None, :]
-    start_logits = tf.cast(logits["start_logits"], tf.float32)
-    end_logits = tf.cast(logits["end_logits"], tf.float32)
+    start_logits = pad_to_length(tf.cast(logits["start_logits"], tf.float32), seq_length)
+    end_logits = pad_to_length(tf.cast(logits["end_logits"], tf.float32), seq_length)
     scores = start_logits[:, :, None] + end_logits[:, None, :]
     scores = tf.reshape(tf.where(valid, scores, -np.inf), [-1, seq_length * seq_length])
     window_best = tf.argmax(scores, axis=1, output_type=tf.int32)

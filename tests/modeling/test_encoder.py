@@ -12,7 +12,12 @@ from scipy.special import erf
 from bert_tf import checkpoints, testing
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import BertEncoder, build_encoder, flat_outputs
-from bert_tf.modeling.layers import BertAttention, get_activation
+from bert_tf.modeling.layers import (
+    BertAttention,
+    FlatEinsumDense,
+    _projection_dims,
+    get_activation,
+)
 
 TINY = testing.tiny_config(vocab_size=100, max_position_embeddings=16)
 IDS = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 33, 41, 8, 3]], dtype="int32")
@@ -122,6 +127,42 @@ def test_mixed_precision_close_to_float32(policy, atol, restore_dtype_policy):
     _, probs = attention(x, x, return_attention_scores=True)
     assert probs.dtype == "float32"
     np.testing.assert_allclose(np.sum(probs, axis=-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "equation, output_shape, bias_axes, input_shape",
+    [
+        ("abc,cde->abde", (None, 2, 8), "de", (3, 5, 16)),  # attention query/key/value
+        ("abcd,cde->abe", (None, 16), "e", (3, 5, 2, 8)),  # attention output
+        ("abc,dc->abd", (None, 4), None, (3, 5, 16)),  # not a projection: plain einsum
+    ],
+)
+def test_flat_einsum_dense_equals_einsum_dense(equation, output_shape, bias_axes, input_shape):
+    """The attention projections' 2-D MatMul gives EinsumDense's numbers, variables and
+    gradients; an equation that is not a projection falls back to the einsum."""
+    dense = keras.layers.EinsumDense(equation, output_shape, bias_axes=bias_axes)
+    x = tf.constant(np.random.default_rng(0).normal(size=input_shape).astype("float32"))
+    dense.build(input_shape)
+    if bias_axes:
+        dense.bias.assign(np.random.default_rng(1).normal(size=dense.bias.shape))
+    flat = FlatEinsumDense(equation, output_shape, bias_axes=bias_axes)
+    flat.build(input_shape)
+    flat.set_weights(dense.get_weights())
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        expected, actual = dense(x), flat(x)
+        weight = tf.constant(np.random.default_rng(2).normal(size=expected.shape), "float32")
+        expected_loss, actual_loss = [tf.reduce_sum(y * weight) for y in (expected, actual)]
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
+    expected_grads = tape.gradient(expected_loss, [x, *dense.weights])
+    actual_grads = tape.gradient(actual_loss, [x, *flat.weights])
+    for a, b in zip(actual_grads, expected_grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert _projection_dims(equation) == {"abc,cde->abde": 1, "abcd,cde->abe": 2}.get(equation)
+    attention = BertAttention(num_heads=2, key_dim=8)
+    attention.build((3, 5, 16), (3, 5, 16))
+    assert type(attention._query_dense) is FlatEinsumDense
+    assert type(attention._output_dense) is FlatEinsumDense
 
 
 def test_get_config_and_keras_file_round_trip(tmp_path):

@@ -21,7 +21,8 @@ The corpus in `tests/fuzz_corpus/<target>/` seeds the run; new interesting input
 temporary folder. Crashes are written there too (`crash-<sha1>`, or `--crash_dir`), and
 `tests/test_fuzz_corpus.py` replays every file in it: a crash, once fixed, stays a regression
 test. libFuzzer runs in a child process (it exits the process when done), whose final stats give
-the figures: inputs tried, new coverage, crashes.
+the figures: inputs tried, new coverage, crashes. `--seed` pins libFuzzer's mutations (the tests'
+brief runs use one, so a CI run does not find new inputs by chance; long runs by hand do).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
     flags.DEFINE_integer(
         "rss_limit_mb", 4096, "libFuzzer's memory limit for the run.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed",
+        0,
+        "libFuzzer's -seed: the same seed mutates the same way (the tests pin one, so CI's short "
+        "runs do not find new inputs by chance; long runs by hand explore); 0 = random.",
+        lower_bound=0,
+        flag_values=flag_values,
     )
     # Internal: the child process that runs libFuzzer (its arguments follow `--`).
     flags.DEFINE_bool("worker", False, "(internal) Run libFuzzer here.", flag_values=flag_values)
@@ -268,7 +277,9 @@ _STAT = re.compile(r"^stat::(\w+):\s*(\d+)", re.MULTILINE)
 _COVERAGE = re.compile(r"\bcov: (\d+) ft: (\d+)")
 
 
-def run_fuzzer(target: str, max_total_time: int, crash_dir: Path, rss_limit_mb: int) -> dict:
+def run_fuzzer(
+    target: str, max_total_time: int, crash_dir: Path, rss_limit_mb: int, seed: int = 0
+) -> dict:
     """Runs libFuzzer on `target` in a child process; returns its figures."""
     seeds = CORPUS / target
     crash_dir.mkdir(parents=True, exist_ok=True)
@@ -287,6 +298,7 @@ def run_fuzzer(target: str, max_total_time: int, crash_dir: Path, rss_limit_mb: 
             "--",
             f"-max_total_time={max_total_time}",
             f"-rss_limit_mb={rss_limit_mb}",
+            f"-seed={seed}",
             "-timeout=60",
             "-print_final_stats=1",
             f"-dict={dictionary}",
@@ -338,7 +350,9 @@ def main(argv: list[str]) -> None:
     except ImportError:
         sys.exit("error: atheris is not installed (it is in requirements.txt: make setup)")
     crash_dir = Path(FLAGS.crash_dir or CORPUS / FLAGS.target)
-    report = run_fuzzer(FLAGS.target, FLAGS.max_total_time, crash_dir, FLAGS.rss_limit_mb)
+    report = run_fuzzer(
+        FLAGS.target, FLAGS.max_total_time, crash_dir, FLAGS.rss_limit_mb, FLAGS.seed
+    )
     print(json.dumps({k: v for k, v in report.items() if k != "log_tail"}, indent=2))
     if FLAGS.output_json:
         write_json(Path(FLAGS.output_json), report)

@@ -58,7 +58,8 @@ _HTTP_STATUS = {
 
 _PATH = re.compile(
     r"/v1/models/(?P<name>[^/:]+)"
-    r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
+    # ASCII digits only: `\d` would also take other scripts' digits, which int() reads too.
+    r"(?:/versions/(?P<version>[0-9]+)|/labels/(?P<label>[^/:]+))?"
     r"(?:/(?P<metadata>metadata)|:(?P<method>predict|classify|regress))?"
 )
 # How long a refused request's unread body is drained before the connection closes.
@@ -88,6 +89,12 @@ def _to_bytes(value):
     raise _invalid(f"Expected a string or {{'b64': ...}}, got {json.dumps(value)}")
 
 
+# The JSON value types each kind of input takes, as TF Serving's parser checks them (RapidJSON's
+# IsBool / IsInt64 / IsNumber): `true` is not a number and 7.5 not an integer.
+_JSON_TYPES = {"bool": (bool,), "integer": (int,), "floating": (int, float)}
+INT64 = np.iinfo(np.int64)
+
+
 def json_to_array(name: str, value, dtype: tf.DType) -> np.ndarray:
     """A JSON value as an array of the signature input's dtype (TF Serving parses by signature)."""
     try:
@@ -96,11 +103,36 @@ def json_to_array(name: str, value, dtype: tf.DType) -> np.ndarray:
             if not all(isinstance(x, bytes) for x in array.flat):
                 raise ValueError("ragged nested lists")
             return array
-        return np.asarray(value, dtype=dtype.as_numpy_dtype)
+        return _numbers(name, value, dtype)
     except (ValueError, TypeError) as e:
         raise _invalid(
             f"Input {name!r}: cannot convert {str(value)[:100]} to {dtype.name}: {e}"
         ) from None
+
+
+def _numbers(name: str, value, dtype: tf.DType) -> np.ndarray:
+    """Numbers of a bool/integer/float input, each of a JSON type the dtype takes and, for
+    integers, in its range (numpy alone would wrap 2**31 round in int32, truncate 7.5 to 7 and
+    take `true` as 1)."""
+    kind = "bool" if dtype.is_bool else "integer" if dtype.is_integer else "floating"
+    values = np.array(value, dtype=object)  # nested lists of one shape; a ragged one: leaves
+    for leaf in values.flat:
+        # bool is an int subclass in Python, so the exact type is what counts.
+        if type(leaf) not in _JSON_TYPES[kind]:
+            raise _invalid(
+                f"Input {name!r}: JSON value {json.dumps(leaf)[:100]} is not of expected "
+                f"type: {dtype.name}"
+            )
+    if kind == "integer" and values.size:
+        limits = np.iinfo(dtype.as_numpy_dtype)
+        low, high = min(values.flat), max(values.flat)
+        if low < limits.min or high > limits.max:
+            out = low if low < limits.min else high
+            raise _invalid(
+                f"Input {name!r}: {out} is out of range for {dtype.name} "
+                f"([{limits.min}, {limits.max}])"
+            )
+    return values.astype(dtype.as_numpy_dtype)
 
 
 # --- float32 values at float32 precision in JSON ----------------------------------------------
@@ -233,6 +265,9 @@ def array_to_json(name: str, array: np.ndarray):
 def _feature(value) -> tf.train.Feature:
     values = value if isinstance(value, list) else [value]
     if all(isinstance(v, bool | int) for v in values):
+        for v in values:
+            if not INT64.min <= v <= INT64.max:
+                raise _invalid(f"Example feature value {v} is out of range for int64")
         return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
     if all(isinstance(v, bool | int | float) for v in values):
         return tf.train.Feature(float_list=tf.train.FloatList(value=values))
@@ -314,7 +349,10 @@ class RestApi:
                 raise _invalid(f"Invalid model name or label in path: {value[:100]!r}")
         spec = {"name": name}
         if match["version"]:
-            spec["version"] = int(match["version"])  # Int64Value's JSON form is the number
+            version = int(match["version"])
+            if version > INT64.max:  # ModelSpec.version is an Int64Value
+                raise _invalid(f"Failed to convert version: {match['version'][:100]} to numeric.")
+            spec["version"] = version  # Int64Value's JSON form is the number
         if label:
             spec["version_label"] = label
         if method == "GET" and not match["method"]:

@@ -7,6 +7,9 @@ import pytest
 
 from bench import fuzz
 
+# A pinned seed: the brief runs here check the harness, not hunt bugs by chance in CI (a find
+# there fails an unrelated change); new finds come from long runs by hand (bench/fuzz.py).
+
 
 @pytest.mark.parametrize("target", fuzz.TARGETS)
 def test_brief_fuzz_run(run_main, tmp_path, target):
@@ -15,6 +18,7 @@ def test_brief_fuzz_run(run_main, tmp_path, target):
         fuzz,
         f"--target={target}",
         "--max_total_time=5",
+        "--seed=1",
         f"--crash_dir={tmp_path / 'crashes'}",
         f"--output_json={output}",
     )
@@ -33,6 +37,7 @@ def test_the_memory_limit_is_the_workers_own(run_main, tmp_path):
         fuzz,
         "--target=rest_request",
         "--max_total_time=2",
+        "--seed=1",
         f"--rss_limit_mb={limit_mb}",
         f"--crash_dir={tmp_path / 'crashes'}",
         f"--output_json={output}",

@@ -81,3 +81,16 @@ def test_a_script_error_is_the_only_output(tmp_path):
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+
+
+def test_onednn_is_on_unless_the_user_turned_it_off():
+    """TF turns oneDNN on by itself only on AVX-512 VNNI/BF16 or AMX CPUs; `import bert_tf` asks
+    for it on every x86 CPU (before TensorFlow reads the variable), keeping a user's own value."""
+    program = "import os, bert_tf; print(os.environ['TF_ENABLE_ONEDNN_OPTS'])"
+    environ = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    for env, expected in ((environ, "1"), ({**environ, "TF_ENABLE_ONEDNN_OPTS": "0"}, "0")):
+        result = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip() == expected

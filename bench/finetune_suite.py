@@ -21,7 +21,8 @@ Each measurement alternates ours and HF's (A B A B ...; `bench.timing.alternate`
 discarded warm-up round; the two never run at once. HF's worker uses as many torch threads as
 TensorFlow's intra-op pool has (every core). Times are each side's own (the worker times its
 steps itself, so the pipe is not counted); memory is each process's RSS high-water mark during
-the call above what was resident before it (`bench.rss`), plus the absolute peak.
+one more, untimed call after the timed rounds, above what was resident before it (`bench.rss`),
+plus the absolute peak.
 """
 
 from __future__ import annotations
@@ -90,44 +91,34 @@ def synthetic_batch(case: Case, vocab_size: int, seed: int = 0) -> dict[str, np.
 
 @dataclasses.dataclass
 class _Calls:
-    """One candidate's timed calls: seconds, step memory and peak memory (MB) each."""
+    """One candidate's timed calls (seconds each), then its memory from one untimed call (MB)."""
 
     seconds: list[float] = dataclasses.field(default_factory=list)
-    step_memory_mb: list[float] = dataclasses.field(default_factory=list)
-    peak_memory_mb: list[float] = dataclasses.field(default_factory=list)
-
-    def add(self, seconds: float, step_mb: float, peak_mb: float) -> None:
-        self.seconds.append(seconds)
-        self.step_memory_mb.append(step_mb)
-        self.peak_memory_mb.append(peak_mb)
-
-    def timed(self, warmup: int) -> _Calls:
-        return _Calls(*(values[warmup:] for values in dataclasses.astuple(self)))
+    step_memory_mb: float = 0.0
+    peak_memory_mb: float = 0.0
 
 
 def _ours_candidate(step: Callable[[], float], calls: _Calls) -> Callable[[], None]:
     def run() -> None:
-        memory = timing.PeakMemory()
-        memory.start()
         start = time.perf_counter()
         step()
-        seconds = time.perf_counter() - start
-        calls.add(seconds, *memory.stop())
+        calls.seconds.append(time.perf_counter() - start)
 
     return run
 
 
-def _row(case: Case, impl: str, calls: _Calls, steps_per_call: int) -> dict:
-    per_step = timing.summarize([s / steps_per_call for s in calls.seconds])
-    per_second = timing.summarize([case.batch_size * steps_per_call / s for s in calls.seconds])
+def _row(case: Case, impl: str, calls: _Calls, steps_per_call: int, warmup: int) -> dict:
+    seconds = calls.seconds[warmup:]
+    per_step = timing.summarize([s / steps_per_call for s in seconds])
+    per_second = timing.summarize([case.batch_size * steps_per_call / s for s in seconds])
     return {
         **dataclasses.asdict(case),
         "impl": impl,
         "steps_per_call": steps_per_call,
         "step_time_s": per_step,
         "sequences_per_s": per_second,
-        "step_memory_mb": max(calls.step_memory_mb),
-        "peak_memory_mb": max(calls.peak_memory_mb),
+        "step_memory_mb": calls.step_memory_mb,
+        "peak_memory_mb": calls.peak_memory_mb,
     }
 
 
@@ -151,6 +142,7 @@ def finetune_case(
     labels = tf.constant(batch["labels"])
     calls = {}
     candidates = {}
+    steps = {}
     built = []
 
     def build_model() -> keras.Model:
@@ -169,6 +161,7 @@ def finetune_case(
             os.path.join(workdir, f"{case.label}-{name}".replace(" ", "_")),
         )
         calls[name] = _Calls()
+        steps[name] = step
         candidates[name] = _ours_candidate(step, calls[name])
     hf_model = worker.request(
         "train",
@@ -181,12 +174,19 @@ def finetune_case(
     calls[HF] = _Calls()
 
     def hf() -> None:
-        reply = worker.request("train_steps")
-        calls[HF].add(reply["seconds"], reply["step_memory_mb"], reply["peak_memory_mb"])
+        calls[HF].seconds.append(worker.request("train_steps")["seconds"])
 
     candidates[HF] = hf
     timing.alternate(candidates, rounds=rounds, warmup=1, label=f"finetune {case.label}")
-    rows = [_row(case, name, c.timed(1), steps_per_call) for name, c in calls.items()]
+    # Memory from one more call each, untimed (timing.alternate's `measure_memory` says why).
+    for name, step in steps.items():
+        calls[name].step_memory_mb, calls[name].peak_memory_mb = timing.peak_memory_of(step)
+    reply = worker.request("train_steps", memory=True)
+    calls[HF].step_memory_mb, calls[HF].peak_memory_mb = (
+        reply["step_memory_mb"],
+        reply["peak_memory_mb"],
+    )
+    rows = [_row(case, name, c, steps_per_call, warmup=1) for name, c in calls.items()]
     for row in rows:
         row["parameters"] = hf_model["parameters"] if row["impl"] == HF else built[0].count_params()
     hf = rows[-1]["sequences_per_s"]["median"]

@@ -16,7 +16,9 @@ on stdin, one reply on stdout, so that its steps alternate with ours in one loop
 
 - `{"op": "train", "config": <HF config dict>, "batch": {name: nested list}, "precision":
   "float32" | "bfloat16", "steps_per_call": n, "seed": s}` -> `{"parameters": n}`;
-- `{"op": "train_steps"}` -> `{"seconds", "loss", "step_memory_mb", "peak_memory_mb"}`;
+- `{"op": "train_steps"}` -> `{"seconds", "loss"}`; with `"memory": true` (an untimed call
+  after the timed ones: resetting the RSS high-water mark costs page faults) also
+  `"step_memory_mb", "peak_memory_mb"`;
 - `{"op": "encoder", "config": ..., "vocab_file": path, "seq_length": n}` -> `{}`;
 - `{"op": "encode", "batches": [[text, ...], ...]}` -> `{"seconds": [per batch]}`;
 - `{"op": "versions"}` -> python, torch, transformers, threads.
@@ -68,8 +70,8 @@ class FineTuning:
         self.steps_per_call = steps_per_call
         self.parameters = sum(p.numel() for _, p in named)
 
-    def steps(self) -> dict:
-        before = rss.reset_peak()
+    def steps(self, memory: bool = False) -> dict:
+        before = rss.reset_peak() if memory else 0.0
         start = time.perf_counter()
         losses = []
         for _ in range(self.steps_per_call):
@@ -81,14 +83,11 @@ class FineTuning:
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss))
-        seconds = time.perf_counter() - start
-        peak = rss.peak_mb()
-        return {
-            "seconds": seconds,
-            "loss": float(np.mean(losses)),
-            "step_memory_mb": peak - before,
-            "peak_memory_mb": peak,
-        }
+        result = {"seconds": time.perf_counter() - start, "loss": float(np.mean(losses))}
+        if memory:
+            peak = rss.peak_mb()
+            result.update(step_memory_mb=peak - before, peak_memory_mb=peak)
+        return result
 
 
 class Encoding:
@@ -144,7 +143,7 @@ def handle(request: dict, state: dict) -> dict:
         state["train"] = FineTuning(*(request[k] for k in keys))
         return {"parameters": state["train"].parameters}
     if op == "train_steps":
-        return state["train"].steps()
+        return state["train"].steps(bool(request.get("memory", False)))
     if op == "encoder":
         state.pop("encoder", None)
         state["encoder"] = Encoding(request["config"], request["vocab_file"], request["seq_length"])

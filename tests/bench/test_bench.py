@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from bench import report, run
+from bench import report, rss, run, timing
 
 
 def _positive(stats: dict) -> None:
@@ -254,3 +254,17 @@ def test_scaling_inputs_tiny(run_main, tmp_path):
     for masking in ("static", "dynamic"):
         assert results["input"][f"{masking}_records_per_s"] > 0
     assert results["input"]["records"] > 0
+
+
+def test_memory_is_measured_on_an_untimed_call_after_the_timed_rounds(monkeypatch):
+    """Resetting the RSS high-water mark (and trimming malloc) before a timed call would time
+    the page faults it causes; the memory call comes after the timed rounds, one per candidate."""
+    events = []
+    monkeypatch.setattr(rss, "reset_peak", lambda: events.append("reset") or 1.0)
+    monkeypatch.setattr(rss, "peak_mb", lambda: events.append("peak") or 6.0)
+    candidates = {name: (lambda name=name: events.append(name)) for name in ("a", "b")}
+    samples = timing.alternate(candidates, rounds=2, warmup=1, measure_memory=True)
+    assert events == ["a", "b"] * 3 + ["reset", "a", "peak", "reset", "b", "peak"]
+    for sample in samples.values():
+        assert len(sample.seconds) == 2
+        assert (sample.step_memory_mb, sample.peak_memory_mb) == ([5.0], [6.0])

@@ -114,10 +114,15 @@ class ServerProcess:
         raise TimeoutError(f"{model_name} not available:\n{self.log()}")
 
     def stop(self) -> int:
-        """SIGTERM, then waits for the drained exit; returns the exit code."""
+        """SIGTERM, then waits for the drained exit (SIGKILL after a minute, so no server is
+        left running); returns the exit code."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout=60)
+            try:
+                return self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                return self.process.wait()
         finally:
             self.channel.close()

@@ -23,6 +23,7 @@ y = layer(x, padding_mask=mask)  # [2, 5, 32]
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import keras
@@ -121,9 +122,7 @@ class FlatEinsumDense(keras.layers.EinsumDense):
         if contracted is None:
             return super().call(inputs, training=training)
         kernel = ops.cast(self.kernel, self.compute_dtype)
-        width = 1
-        for size in kernel.shape[:contracted]:
-            width *= size
+        width = math.prod(kernel.shape[:contracted])
         out_dims = tuple(kernel.shape[contracted:])
         flat = ops.matmul(ops.reshape(inputs, (-1, width)), ops.reshape(kernel, (width, -1)))
         leading = ops.shape(inputs)[: len(inputs.shape) - contracted]

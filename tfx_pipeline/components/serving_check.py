@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from typing import Any, ClassVar
@@ -258,11 +257,7 @@ def check_serving(export_dir: str, work_dir: str, model_name: str, timeout_secon
             raise CheckFailed(f"the model server did not load the model: {_first_line(e)}") from e
         return _query(server, model_name, requests, expected, deadline)
     finally:
-        try:
-            server.stop()
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+        server.stop()
 
 
 def _mark(blessing: types.Artifact, blessed: bool, reason: str = "") -> None:

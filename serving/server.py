@@ -15,8 +15,10 @@ Example:
 """
 
 import os
+import select
 import shutil
 import signal
+import socket
 import sys
 import threading
 
@@ -213,12 +215,43 @@ def _watch_config_file(service, stop: threading.Event) -> None:
             logging.error("Not applying %s: %s", FLAGS.model_config_file, e)
 
 
+class StopSignals:
+    """Catches SIGTERM and SIGINT from construction on; `wait()` returns once one has arrived.
+
+    Not an `Event` that a Python handler sets: a signal that lands just before the main thread
+    blocks in `Event.wait()` (or on one of gRPC's threads) does not wake it, and the server never
+    drains (a SIGTERM right after startup hung a test this way). Python's C-level handler writes
+    the signal number to the wakeup fd on whatever thread takes the signal, so it waits there.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self._read, write = socket.socketpair()
+        self._read.setblocking(False)
+        write.setblocking(False)
+        self._write = write  # kept open: the handler writes to its fd
+        signal.set_wakeup_fd(write.fileno(), warn_on_full_buffer=False)
+        for signum in self.SIGNALS:  # the wakeup fd is written only for Python-handled signals
+            signal.signal(signum, lambda *_: None)
+
+    def wait(self) -> signal.Signals:
+        """Blocks until SIGTERM or SIGINT has arrived (at any time since construction)."""
+        while True:
+            select.select([self._read], [], [])
+            for signum in self._read.recv(64):
+                if signum in self.SIGNALS:
+                    return signal.Signals(signum)
+
+
 def serve() -> None:
     """Loads the models, serves gRPC (+ REST) until SIGTERM/SIGINT, then drains and returns."""
     try:  # before the slow imports: a typo fails at once
         grpc_options = grpc_server_options(FLAGS.grpc_channel_arguments)
     except ValueError as e:
         sys.exit(f"error: {e}")
+    # Before anything answers: a client may SIGTERM as soon as the gRPC port is up.
+    stop_signals = StopSignals()
 
     from concurrent import futures
 
@@ -287,14 +320,14 @@ def serve() -> None:
         logging.info("Exporting HTTP/REST API at:%s:%d ...", FLAGS.host, FLAGS.rest_api_port)
 
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     if FLAGS.model_config_file and FLAGS.model_config_file_poll_wait_seconds > 0:
         threading.Thread(target=_watch_config_file, args=(service, stop), daemon=True).start()
-    stop.wait()
+    signum = stop_signals.wait()
+    stop.set()
 
     logging.info(
-        "Shutting down: no new requests; draining %d in-flight request(s)",
+        "%s: shutting down: no new requests; draining %d in-flight request(s)",
+        signum.name,
         service.metrics.requests_in_flight(),
     )
     grpc_done = grpc_server.stop(grace=_DRAIN_SECONDS)

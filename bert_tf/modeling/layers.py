@@ -6,7 +6,9 @@ dtype (float16 under mixed precision). `BertAttention` and `TransformerLayer` fi
 points and otherwise reuse the Keras layers (EinsumDense projections, LayerNormalization, Dense).
 `FlatDense` (the feed-forward), `FlatEinsumDense` (the attention projections) and `WordEmbedding`
 (the tied vocabulary projection) only run their matmul as one 2-D MatMul, which TF executes faster
-than the broadcasting one on 3-D inputs.
+than the broadcasting one on 3-D inputs. At inference on one sequence (a served request),
+`TransformerLayer` runs `BertAttention.single_sequence_self_attention`: the same numbers without
+the per-head transposes.
 
 Example:
 
@@ -183,6 +185,44 @@ class BertAttention(keras.layers.MultiHeadAttention):
         output = ops.einsum(self._combine_equation, dropped, value)
         return output, probs
 
+    def single_sequence_self_attention(self, x, attention_mask=None):
+        """Self-attention of one sequence `x` `[1, T, H]` for inference (no dropout): the same
+        numbers as `call`, without its head transposes.
+
+        `call` lays the heads out as `[B, T, heads, head_size]`, so TF transposes q, k, v and the
+        context around the per-head BatchMatMuls (4 per layer); under oneDNN each is a reorder
+        costing ~90 us at batch 1, a quarter of a served MiniLM call. For one sequence, the
+        projections computed transposed (`kernel^T x^T`, `[heads * head_size, T]`) are already
+        head-major, and grappler folds every other transpose into a MatMul's adjoint flag. (With
+        a batch the heads would have to move past it, hence one sequence only; broadcasting the
+        kernel over the batch instead ran 2-3x slower in oneDNN.)
+
+        `attention_mask`: bool `[1, 1, T]` or `[1, T, T]`, True where a query may attend.
+        """
+        dtype = self.compute_dtype
+        width, heads, size = x.shape[-1], self._num_heads, self._key_dim
+        length = ops.shape(x)[1]
+        x_t = ops.transpose(x[0])  # [H, T]
+
+        def project(dense):  # [heads, size, T]
+            kernel = ops.reshape(ops.cast(dense.kernel, dtype), (width, heads * size))
+            y = ops.matmul(ops.transpose(kernel), x_t)
+            y = y + ops.reshape(ops.cast(dense.bias, dtype), (heads * size, 1))
+            return ops.reshape(y, (heads, size, length))
+
+        query = project(self._query_dense) * ops.cast(self._inverse_sqrt_key_dim, dtype)
+        key, value = project(self._key_dense), project(self._value_dense)
+        scores = ops.cast(ops.matmul(ops.swapaxes(query, 1, 2), key), "float32")  # [h, T, T]
+        if attention_mask is not None:
+            scores = scores + (1.0 - ops.cast(attention_mask[0], "float32")) * _MASK_ADDER
+        probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
+        context = ops.matmul(value, ops.swapaxes(probs, 1, 2))  # [heads, size, T]
+        context = ops.reshape(context, (heads * size, length))
+        output = self._output_dense
+        kernel = ops.reshape(ops.cast(output.kernel, dtype), (heads * size, width))
+        y = ops.matmul(ops.transpose(context), kernel) + ops.cast(output.bias, dtype)
+        return ops.expand_dims(y, 0)
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TransformerLayer(keras.layers.Layer):
@@ -274,7 +314,7 @@ class TransformerLayer(keras.layers.Layer):
         attention_mask = None
         if padding_mask is not None:
             attention_mask = ops.expand_dims(ops.cast(padding_mask, "bool"), axis=1)  # [B, 1, S]
-        x = self.attention(inputs, inputs, attention_mask=attention_mask, training=training)
+        x = self._self_attention(inputs, attention_mask, training)
         x = self.attention_dropout(x, training=training)
         x = self.attention_layer_norm(x + inputs)
         residual = x
@@ -282,6 +322,17 @@ class TransformerLayer(keras.layers.Layer):
         x = self.output_dense(x)
         x = self.output_dropout(x, training=training)
         return self.output_layer_norm(x + residual)
+
+    def _self_attention(self, inputs, attention_mask, training):
+        def batched():
+            return self.attention(inputs, inputs, attention_mask=attention_mask, training=training)
+
+        if training or inputs.shape[0] not in (None, 1):
+            return batched()
+        single = lambda: self.attention.single_sequence_self_attention(inputs, attention_mask)  # noqa: E731
+        if inputs.shape[0] == 1:
+            return single()
+        return ops.cond(ops.equal(ops.shape(inputs)[0], 1), single, batched)
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape

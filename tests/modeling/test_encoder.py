@@ -129,6 +129,30 @@ def test_mixed_precision_close_to_float32(policy, atol, restore_dtype_policy):
     np.testing.assert_allclose(np.sum(probs, axis=-1), 1.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_one_sequence_at_inference_gives_the_batched_numbers(policy, restore_dtype_policy):
+    """Inference on one sequence takes the transpose-free attention (eager, and via `cond` when
+    the batch size is unknown); its outputs are the batched attention's, padding included."""
+    keras.mixed_precision.set_dtype_policy(policy)
+    encoder = build_encoder(TINY)
+    atol = 1e-6 if policy == "float32" else 0.05
+    batched = encoder(FEATURES, training=False)
+    serve = tf.function(lambda features: encoder(features, training=False))
+    for row in range(len(IDS)):
+        one = {k: v[row : row + 1] for k, v in FEATURES.items()}
+        for outputs in (encoder(one, training=False), serve(one)):
+            for name in ("sequence_output", "pooled_output"):
+                np.testing.assert_allclose(
+                    np.asarray(outputs[name], "float32"),
+                    np.asarray(batched[name][row : row + 1], "float32"),
+                    atol=atol,
+                )
+    graph = serve.get_concrete_function(
+        {k: tf.TensorSpec([None, None], tf.int32) for k in FEATURES}
+    ).graph
+    assert any(op.type in ("If", "StatelessIf") for op in graph.get_operations())
+
+
 @pytest.mark.parametrize(
     "equation, output_shape, bias_axes, input_shape",
     [

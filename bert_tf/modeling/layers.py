@@ -159,6 +159,11 @@ class BertAttention(keras.layers.MultiHeadAttention):
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)
+        if self._attention_axes != (1,):  # `_compute_attention` lays out [B, T, heads, size]
+            raise ValueError(
+                f"BertAttention attends over axis 1 of [batch, seq, hidden] inputs; got "
+                f"inputs of shape {tuple(query_shape)} with attention_axes={self._attention_axes}"
+            )
         # MultiHeadAttention.build makes these EinsumDense layers itself; only their call
         # differs, so they are re-classed rather than built again (same variables and names).
         for dense in (self._query_dense, self._key_dense, self._value_dense, self._output_dense):
@@ -173,17 +178,23 @@ class BertAttention(keras.layers.MultiHeadAttention):
         training=None,
         return_attention_scores=False,
     ):
+        # query/key/value are [B, T, heads, size]. The heads are moved in front explicitly rather
+        # than by MultiHeadAttention's einsums: TF ran `aecd,abcd->acbe` (key first) as a
+        # BatchMatMul giving [B, heads, S, T] and then transposed those scores, a reorder that
+        # took as long as a projection (MiniLM, batch 32). Same products, same numbers.
         query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        query = ops.transpose(query, (0, 2, 1, 3))  # [B, heads, T, size]
+        key = ops.transpose(key, (0, 2, 3, 1))  # [B, heads, size, S]
         # [B, heads, T, S]; float32 because float16 softmax loses small probabilities.
-        scores = ops.cast(ops.einsum(self._dot_product_equation, key, query), "float32")
+        scores = ops.cast(ops.matmul(query, key), "float32")
         if attention_mask is not None:
             # [B, T, S] -> [B, 1, T, S] to broadcast over heads.
             mask = ops.cast(ops.expand_dims(attention_mask, axis=1), "float32")
             scores = scores + (1.0 - mask) * _MASK_ADDER
         probs = ops.softmax(scores, axis=-1)
         dropped = self._dropout_layer(ops.cast(probs, value.dtype), training=training)
-        output = ops.einsum(self._combine_equation, dropped, value)
-        return output, probs
+        context = ops.matmul(dropped, ops.transpose(value, (0, 2, 1, 3)))  # [B, heads, T, size]
+        return ops.transpose(context, (0, 2, 1, 3)), probs
 
     def single_sequence_self_attention(self, x, attention_mask=None):
         """Self-attention of one sequence `x` `[1, T, H]` for inference (no dropout): the same
@@ -191,7 +202,7 @@ class BertAttention(keras.layers.MultiHeadAttention):
 
         `call` lays the heads out as `[B, T, heads, head_size]`, so TF transposes q, k, v and the
         context around the per-head BatchMatMuls (4 per layer); under oneDNN each is a reorder
-        costing ~90 us at batch 1, a quarter of a served MiniLM call. For one sequence, the
+        costing ~90 us at batch 1, a quarter of a `mini` encoder call. For one sequence, the
         projections computed transposed (`kernel^T x^T`, `[heads * head_size, T]`) are already
         head-major, and grappler folds every other transpose into a MatMul's adjoint flag. (With
         a batch the heads would have to move past it, hence one sequence only; broadcasting the
@@ -329,7 +340,10 @@ class TransformerLayer(keras.layers.Layer):
 
         if training or inputs.shape[0] not in (None, 1):
             return batched()
-        single = lambda: self.attention.single_sequence_self_attention(inputs, attention_mask)  # noqa: E731
+
+        def single():
+            return self.attention.single_sequence_self_attention(inputs, attention_mask)
+
         if inputs.shape[0] == 1:
             return single()
         return ops.cond(ops.equal(ops.shape(inputs)[0], 1), single, batched)

@@ -153,6 +153,44 @@ def test_one_sequence_at_inference_gives_the_batched_numbers(policy, restore_dty
     assert any(op.type in ("If", "StatelessIf") for op in graph.get_operations())
 
 
+def test_bert_attention_equals_keras_multi_head_attention():
+    """BertAttention's explicit head layout (no einsum) gives Keras MultiHeadAttention's outputs,
+    probabilities and gradients on a padded batch; other attention axes are refused."""
+    x = tf.constant(np.random.default_rng(0).normal(size=(3, 5, 16)).astype("float32"))
+    mask = tf.constant(np.array([[1] * 5, [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], bool))
+    mask = mask[:, None, :] & tf.ones((3, 5, 1), bool)  # [B, T, S]
+    reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)
+    reference.build(x.shape, x.shape)
+    weights = [
+        np.random.default_rng(i).normal(size=w.shape) for i, w in enumerate(reference.weights)
+    ]
+    reference.set_weights(weights)
+    attention = BertAttention(num_heads=2, key_dim=8)
+    attention.build(x.shape, x.shape)
+    attention.set_weights(weights)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        outputs = [
+            layer(x, x, attention_mask=mask, return_attention_scores=True, training=True)
+            for layer in (reference, attention)
+        ]
+        weight = tf.constant(np.random.default_rng(9).normal(size=(3, 5, 16)), "float32")
+        losses = [tf.reduce_sum(y * weight) for y, _ in outputs]
+    (expected, expected_probs), (actual, actual_probs) = outputs
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(actual_probs, expected_probs, atol=1e-6)
+    expected_grads, actual_grads = [
+        tape.gradient(loss, [x, *layer.weights])
+        for layer, loss in zip((reference, attention), losses, strict=True)
+    ]
+    for a, b in zip(actual_grads, expected_grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="attends over axis 1"):
+        BertAttention(num_heads=2, key_dim=8, attention_axes=(1, 2)).build(
+            (3, 4, 5, 16), (3, 4, 5, 16)
+        )
+
+
 @pytest.mark.parametrize(
     "equation, output_shape, bias_axes, input_shape",
     [

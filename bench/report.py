@@ -143,7 +143,12 @@ def goals(results: dict) -> list[dict]:
 
 def table(results: dict) -> str:
     """The printed report: one block per suite, then the goals."""
-    lines = [f"bert-tfx benchmarks, {results['date']}, {results['machine']['cpu']}"]
+    machine = results["machine"]
+    cpu = machine["cpu"]
+    if machine.get("cpu_family"):  # results files before 2026-12-05 lack it
+        flags = ", ".join(machine["cpu_flags"]) or "no AVX2"
+        cpu += f" (family {machine['cpu_family']} model {machine['cpu_model']}; {flags})"
+    lines = [f"bert-tfx benchmarks, {results['date']}, {cpu}"]
     suites = results["suites"]
     if "train" in suites:
         train = suites["train"]

@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -182,19 +181,42 @@ def matmul_peak_flops(dtype: str, size: int | None = None, repeats: int = 5) -> 
     return 2.0 * size**3 / best
 
 
+# The vector extensions that decide which oneDNN / BLAS kernels run (fp32 and bfloat16 alike).
+_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_vp2intersect", "amx_bf16")
+
+
+def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> dict[str, object]:
+    """The CPU's name, family/model and vector extensions from `cpuinfo` (first processor).
+
+    The name alone is not enough: cloud VMs of different generations all read "AMD EPYC", and
+    the same benchmark ran ~1.8x faster on one (family 26, Zen 5) than on another that day.
+    """
+    if not os.path.exists(cpuinfo):
+        return {"cpu": "unknown"}
+    with open(cpuinfo) as f:
+        first = f.read().split("\n\n", 1)[0]
+    fields = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(":") for line in first.splitlines())
+    )
+    flags = set(fields.get("flags", "").split())
+    return {
+        "cpu": fields.get("model name", "unknown"),
+        "cpu_family": fields.get("cpu family"),
+        "cpu_model": fields.get("model"),
+        "cpu_flags": [flag for flag in _CPU_FLAGS if flag in flags],
+    }
+
+
 def machine() -> dict[str, object]:
     """What the numbers were measured on."""
     import keras
     import keras_nlp
 
-    cpu = "unknown"
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            match = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.MULTILINE)
-        cpu = match.group(1) if match else cpu
+    cpu = cpu_info()
     gpus = tf.config.list_physical_devices("GPU")
     return {
-        "cpu": cpu,
+        **cpu,
         "cpu_cores": os.cpu_count(),
         "load_average_1m": os.getloadavg()[0],
         "gpu": [

@@ -66,6 +66,9 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
     results = json.loads(out.read_text())
     assert set(results["suites"]) == {"train", "scaling", "infer", "tokenize", "serve", "finetune"}
     assert results["machine"]["tensorflow"]
+    # x86 /proc/cpuinfo has "cpu family"; the report names it (ARM's has no such field).
+    has_family = results["machine"].get("cpu_family") is not None
+    assert (f"{results['machine']['cpu']} (family " in report.table(results)) == has_family
     assert set(results["seconds"]) == set(results["load_average_1m"]) == set(results["suites"])
     for suite in results["suites"]:
         assert (tmp_path / "results" / f"tiny_{suite}.png").stat().st_size > 0
@@ -268,3 +271,21 @@ def test_memory_is_measured_on_an_untimed_call_after_the_timed_rounds(monkeypatc
     for sample in samples.values():
         assert len(sample.seconds) == 2
         assert (sample.step_memory_mb, sample.peak_memory_mb) == ([5.0], [6.0])
+
+
+def test_cpu_info_reads_family_model_and_vector_flags_of_the_first_processor(tmp_path):
+    processor = (
+        "processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16 {extra}\n"
+    )
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        processor.format(n=0, extra="") + "\n" + processor.format(n=1, extra="amx_bf16")
+    )
+    assert timing.cpu_info(str(cpuinfo)) == {
+        "cpu": "AMD EPYC",
+        "cpu_family": "26",
+        "cpu_model": "2",
+        "cpu_flags": ["avx2", "avx512f", "avx512_bf16"],
+    }
+    assert timing.cpu_info(str(tmp_path / "absent")) == {"cpu": "unknown"}

@@ -31,7 +31,7 @@ import keras
 from keras_nlp.layers import PositionEmbedding
 
 from bert_tf.modeling.configs import LAYER_NORM_EPSILON, BertConfig
-from bert_tf.modeling.layers import TransformerLayer, WordEmbedding, truncated_normal
+from bert_tf.modeling.layers import BertDropout, TransformerLayer, WordEmbedding, truncated_normal
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -127,7 +127,7 @@ class BertEncoder(keras.Model):
             [word, token_type_embeddings(inputs["input_type_ids"]), position_embeddings(word)]
         )
         x = embeddings_layer_norm(x)
-        x = keras.layers.Dropout(hidden_dropout_prob, name="embeddings_dropout")(x)
+        x = BertDropout(hidden_dropout_prob, name="embeddings_dropout")(x)
         encoder_outputs = []
         for layer in transformer_layers:
             x = layer(x, padding_mask=inputs["input_mask"])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.modeling.layers import truncated_normal
+from bert_tf.modeling.layers import BertDropout, truncated_normal
 
 # Added to the span logits of padding positions (same constant as the attention mask).
 _MASK_ADDER = -10000.0
@@ -54,7 +54,7 @@ class ClassificationHead(keras.layers.Layer):
         self.num_classes = num_classes
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self._dropout = keras.layers.Dropout(dropout, name="dropout")
+        self._dropout = BertDropout(dropout, name="dropout")
         # float32 policy: the logits feed softmax/MSE losses.
         self.dense = keras.layers.Dense(
             num_classes,

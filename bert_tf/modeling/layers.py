@@ -8,7 +8,8 @@ points and otherwise reuse the Keras layers (EinsumDense projections, LayerNorma
 (the tied vocabulary projection) only run their matmul as one 2-D MatMul, which TF executes faster
 than the broadcasting one on 3-D inputs. At inference on one sequence (a served request),
 `TransformerLayer` runs `BertAttention.single_sequence_self_attention`: the same numbers without
-the per-head transposes.
+the per-head transposes. `BertDropout` is Keras' dropout with its mask drawn from 16 random bits
+per element (half the Philox work, and the exact rate in bfloat16).
 
 Example:
 
@@ -29,6 +30,7 @@ import math
 from collections.abc import Callable
 
 import keras
+import tensorflow as tf
 from keras import ops
 from keras_nlp.layers import ReversibleEmbedding
 
@@ -147,6 +149,41 @@ def _projection_dims(equation: str) -> int | None:
     return None
 
 
+# Dropout draws 16 random bits per element: keep where bits >= round(rate * 2**16).
+_DROPOUT_BITS = 16
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertDropout(keras.layers.Dropout):
+    """`keras.layers.Dropout` drawing 16 random bits per element instead of a float uniform.
+
+    Keras draws one uniform in the compute dtype per element (`StatelessRandomUniformV2` then
+    `>= rate` and a select, forward and backward). That was ~15% of a mixed-bfloat16 MiniLM
+    fine-tuning step's op time, and in bfloat16 the uniform has 7 mantissa bits, so rate 0.1
+    dropped 10.13% of the units. Here one 32-bit Philox draw serves two elements (its halves as
+    uint16), the keep mask is `bits >= round(rate * 65536)` (rate exact to 1.5e-5 in every
+    dtype), and the output is `x * keep * 1 / (1 - rate)`: the same inverted dropout, about half
+    the time (forward + backward). Same variables (the seed generator's state) and config as
+    `keras.layers.Dropout`, so checkpoints and saved models are unchanged.
+    """
+
+    def call(self, inputs, training=False):
+        if not training or self.rate <= 0 or self.rate >= 1 or self.noise_shape is not None:
+            return super().call(inputs, training=training)
+        state = self.seed_generator.next()
+        # Stateless ops take an int32 seed; the generator's state is int64 (as Keras' dropout).
+        seed = tf.cast(tf.math.floormod(state, tf.int32.max - 1), tf.int32)
+        count = tf.size(inputs)
+        bits = tf.random.stateless_uniform(
+            [(count + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32
+        )
+        # A no-op slice (no copy) when the element count is even.
+        halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:count]
+        keep = halves >= round(self.rate * 2**_DROPOUT_BITS)
+        scale = tf.cast(keep, inputs.dtype) * tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+        return inputs * tf.reshape(scale, tf.shape(inputs))
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertAttention(keras.layers.MultiHeadAttention):
     """Multi-head self-attention with the softmax computed in float32.
@@ -168,6 +205,7 @@ class BertAttention(keras.layers.MultiHeadAttention):
         # differs, so they are re-classed rather than built again (same variables and names).
         for dense in (self._query_dense, self._key_dense, self._value_dense, self._output_dense):
             dense.__class__ = FlatEinsumDense
+        self._dropout_layer.__class__ = BertDropout  # the probabilities' dropout, likewise
 
     def _compute_attention(
         self,
@@ -290,7 +328,7 @@ class TransformerLayer(keras.layers.Layer):
             name="attention",
         )
         self.attention.build(inputs_shape, inputs_shape)
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = BertDropout(
             self.hidden_dropout_prob, dtype=self.dtype_policy, name="attention_dropout"
         )
         self.attention_layer_norm = keras.layers.LayerNormalization(
@@ -312,7 +350,7 @@ class TransformerLayer(keras.layers.Layer):
             name="output_dense",
         )
         self.output_dense.build((*inputs_shape[:-1], self.intermediate_size))
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = BertDropout(
             self.hidden_dropout_prob, dtype=self.dtype_policy, name="output_dropout"
         )
         self.output_layer_norm = keras.layers.LayerNormalization(

@@ -234,7 +234,11 @@ class InferenceService:
             if np.ndim(value):
                 self.check_batch_size(np.shape(value)[0])
         check_deadline(deadline)
+        start = time.monotonic()
         outputs = signature(inputs, deadline)
+        self.metrics.observe_runtime_latency(
+            servable.name, "predict", (time.monotonic() - start) * 1e6
+        )
         return {k: v for k, v in outputs.items() if not output_filter or k in output_filter}
 
     def predict(self, request, deadline=None, entrypoint="GRPC"):
@@ -259,7 +263,10 @@ class InferenceService:
         examples = examples_from_input(request_input)
         self.check_batch_size(len(examples))
         check_deadline(deadline)
+        start = time.monotonic()
         outputs = signature.run({tf.saved_model.CLASSIFY_INPUTS: examples})
+        api = "classify" if method_name == CLASSIFY else "regress"
+        self.metrics.observe_runtime_latency(servable.name, api, (time.monotonic() - start) * 1e6)
         if method_name == CLASSIFY:
             return signature, _classification_result(signature, outputs, len(examples))
         return signature, _regression_result(signature, outputs, len(examples))

@@ -78,6 +78,13 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._runtime_latency = prometheus_client.Histogram(
+            ":tensorflow:serving:runtime_latency",
+            "Distribution of wall time (in microseconds) for Tensorflow runtime.",
+            ("model_name", "API", "runtime"),
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self._in_flight = prometheus_client.Gauge(
             "bert_tfx_requests_in_flight",
             "Requests being answered now (not a TF Serving metric).",
@@ -106,6 +113,11 @@ class Metrics:
 
     def observe_latency(self, model_name: str, api: str, entrypoint: str, micros: float) -> None:
         self._latency.labels(model_name, api, entrypoint).observe(micros)
+
+    def observe_runtime_latency(self, model_name: str, api: str, micros: float) -> None:
+        """The model run alone (TF Serving: around Session::Run, runtime "TF1"); the request's
+        latency minus this is the server's own time."""
+        self._runtime_latency.labels(model_name, api, "TF1").observe(micros)
 
     def count_load(self, model_path: str, status: str) -> None:
         self._counters.inc(":tensorflow:cc:saved_model:load_attempt_count", model_path, status)

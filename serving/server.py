@@ -24,6 +24,7 @@ import threading
 
 from absl import app, flags, logging
 
+from bert_tf import threads
 from serving import MODEL_SERVER_BINARY
 
 FLAGS = flags.FLAGS
@@ -99,6 +100,22 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
     flags.DEFINE_integer(
         "grpc_max_threads", 64, "Threads serving gRPC requests.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "tensorflow_intra_op_parallelism",
+        0,
+        "Threads one TensorFlow op may use; 0: TensorFlow's choice (all cores). 1 serves "
+        "batch-1 requests fastest (README: the serving configuration).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "tensorflow_inter_op_parallelism",
+        0,
+        "Threads running independent TensorFlow ops (and concurrent requests); 0: "
+        "TensorFlow's choice (all cores).",
+        lower_bound=0,
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "grpc_channel_arguments",
@@ -252,6 +269,19 @@ def serve() -> None:
         sys.exit(f"error: {e}")
     # Before anything answers: a client may SIGTERM as soon as the gRPC port is up.
     stop_signals = StopSignals()
+    try:  # before any model loads: TensorFlow fixes its pools when its runtime starts
+        threads.configure(
+            FLAGS.tensorflow_intra_op_parallelism,
+            FLAGS.tensorflow_inter_op_parallelism,
+            ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism"),
+        )
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    logging.info(
+        "TensorFlow threads: intra-op %s, inter-op %s",
+        FLAGS.tensorflow_intra_op_parallelism or "default",
+        FLAGS.tensorflow_inter_op_parallelism or "default",
+    )
 
     from concurrent import futures
 

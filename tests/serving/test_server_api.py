@@ -46,7 +46,8 @@ def server(tmp_path_factory, serve_models):
         ("examples", "examples", 1),
     ]
     monitoring = f"--monitoring_config_file={root / 'monitoring.config'}"
-    with serve_models(root, CONFIG, versions, monitoring) as server:
+    threads = ("--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=2")
+    with serve_models(root, CONFIG, versions, monitoring, *threads) as server:
         server.root = root
         yield server
 
@@ -73,6 +74,11 @@ def grpc_code(call, *args, **kwargs) -> grpc.StatusCode:
 
 
 X = np.array([[1.0, 2.0], [-3.0, 0.5]], np.float32)
+
+
+def test_thread_pool_flags_are_applied(server):
+    # TensorFlow's own flags, read when its runtime started: the server logs what it set.
+    assert "TensorFlow threads: intra-op 1, inter-op 2" in server.log()
 
 
 def test_status_grpc_and_rest(server, client):
@@ -301,6 +307,11 @@ def test_warmup_replayed_and_metrics_exported(server, client):
     assert 'API="predict",model_name="strings",status="OK"}' in text
     assert 'API="predict",model_name="nope",status="NOT_FOUND"}' in text
     assert ":tensorflow:serving:request_latency_bucket" in text
+    # The model run alone, as TF Serving's runtime latency: what the request adds is ours.
+    assert (
+        ':tensorflow:serving:runtime_latency_count{API="predict",model_name="strings",'
+        'runtime="TF1"}' in text
+    )
 
 
 def test_client_helpers():

@@ -23,6 +23,8 @@ def test_delegates_to_binary_on_path(tmp_path):
         "--model_name=bert",
         "--model_base_path=/models/bert",
         "--enable_batching",
+        "--tensorflow_intra_op_parallelism=1",
+        "--tensorflow_inter_op_parallelism=2",
     ]
     env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     subprocess.run(

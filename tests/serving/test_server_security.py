@@ -61,6 +61,7 @@ def test_our_limit_flags_are_not_passed_to_the_real_server():
         ("--grpc_channel_arguments=grpc.max_receive_message_length", "--grpc_channel_arguments"),
         ("--max_request_batch_size=-1", "max_request_batch_size"),
         ("--rest_api_max_request_bytes=lots", "rest_api_max_request_bytes"),
+        ("--tensorflow_intra_op_parallelism=-1", "tensorflow_intra_op_parallelism"),
     ],
 )
 def test_bad_limit_flags_fail_with_a_clear_message(flag, message):

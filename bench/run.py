@@ -44,6 +44,7 @@ from absl import app, flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
 from bench.hf_reference import DEFAULT_REFERENCE_PYTHON
+from bert_tf import threads
 from bert_tf.modeling.configs import PRESETS
 
 FLAGS = flags.FLAGS
@@ -73,6 +74,22 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "merge",
         False,
         "Keep the other suites already in --out (run suites separately into one file).",
+    )
+    define(
+        "integer",
+        "intra_op_threads",
+        0,
+        "All suites: threads one TensorFlow op may use in this process, the infer suite's model "
+        "server and HF's worker (0: TensorFlow's default, all cores).",
+        lower_bound=0,
+    )
+    define(
+        "integer",
+        "inter_op_threads",
+        0,
+        "All suites: threads running independent TensorFlow ops in this process and the infer "
+        "suite's model server (0: TensorFlow's default).",
+        lower_bound=0,
     )
     # train
     define("list", "preset", ["tiny", "mini", "small", "base"], "Train: presets of the table.")
@@ -375,6 +392,9 @@ def run(args: flags.FlagValues = FLAGS) -> dict:
     from bench import report, timing
 
     arguments = suite_arguments(args)
+    threads.configure(
+        args.intra_op_threads, args.inter_op_threads, ("intra_op_threads", "inter_op_threads")
+    )
     today = datetime.date.today().isoformat()
     out = Path(args.out or RESULTS_DIR / f"{today}.json")
     flag_values = {f.name: f.value for f in args.get_key_flags_for_module(sys.modules[__name__])}

@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import tensorflow as tf
 
 from bench import report, rss, run, timing
 
@@ -108,6 +109,9 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
     _positive(infer["throughput"]["hf_transformers"]["sequences_per_s"])
     assert infer["ratio_throughput_vs_hf"] > 0 and infer["ratio_latency_p50_vs_hf"] > 0
     assert infer["ratio_throughput"] > 0 and math.isfinite(infer["server_overhead"])
+    # From the server's metrics: its request latency includes the model run and more.
+    assert 0 < infer["server_handler_overhead"] < 10
+    assert infer["threads"] == {"tensorflow_intra_op": 0, "tensorflow_inter_op": 0}
     # The no-model call is a part of the model call's round trip.
     round_trip = infer["latency_batch_1"]["gRPC round trip, no model"]["p50_ms"]
     assert round_trip < infer["latency_batch_1"]["ours via gRPC server"]["p50_ms"]
@@ -155,7 +159,7 @@ def test_all_suites_tiny(run_main, tmp_path, reference_python):
         assert infer[mode]["ratio"] > 0
 
     goals = {g["goal"]: g for g in results["goals"]}
-    assert len(goals) == 11
+    assert len(goals) == 12
     base_goal = next(g for name, g in goals.items() if "base" in name)
     assert base_goal["met"] is None  # base was not run
     assert all(isinstance(g["met"], bool) for g in goals.values() if g is not base_goal)
@@ -187,6 +191,10 @@ def test_bad_flags(run_main, tmp_path, monkeypatch):
         run_main(run, "--suite=infer,finetune", f"--reference_python={tmp_path}/python", out)
     with pytest.raises(flags.IllegalFlagValueError, match="latency_calls"):
         run_main(run, "--latency_calls=0", out)
+    # TensorFlow's runtime runs in this process: a new pool size is refused before any suite.
+    tf.constant(1.0) + 1.0
+    with pytest.raises(SystemExit, match=r"--intra_op_threads=7: .*after initialization"):
+        run_main(run, "--suite=infer", "--intra_op_threads=7", out)
     assert not (tmp_path / "x.json").exists()
 
 

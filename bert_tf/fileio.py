@@ -16,6 +16,12 @@ a checkpoint). Local paths go through `os.replace`/`os.rename`; a path with a sc
 still only ever holds a complete file; a folder's files are moved one by one, the top-level
 ones such as `saved_model.pb` last). `replace(source, path)` is the bare rename.
 
+Reading and inspecting a user-given path (`exists`, `isdir`, `isfile`, `read_bytes`,
+`read_text`, `makedirs`) also goes through here: plain Python locally, `tf.io.gfile` for a URI,
+so a data folder, checkpoint or config in a bucket reads like a local one. The readers under
+`bert_tf/` call these, never `open`/`os.path` on a user's path (tests/test_gfile_paths.py
+checks that).
+
 Example:
 
     from bert_tf import fileio
@@ -67,6 +73,50 @@ def _gfile():
     import tensorflow as tf
 
     return tf.io.gfile
+
+
+def exists(path: str | os.PathLike) -> bool:
+    """Whether `path` (a file or folder, local or a URI) exists."""
+    path = os.fspath(path)
+    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder (on an object store: a prefix with objects under it)."""
+    path = os.fspath(path)
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def isfile(path: str | os.PathLike) -> bool:
+    """Whether `path` exists and is not a folder."""
+    return exists(path) and not isdir(path)
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole file; FileNotFoundError "<path>: no such file" if it does not exist."""
+    path = os.fspath(path)
+    if not is_remote(path):
+        with open(path, "rb") as f:
+            return f.read()
+    gfile = _gfile()
+    if not gfile.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    with gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole file as UTF-8 text (UnicodeDecodeError if it is not)."""
+    return read_bytes(path).decode("utf-8")
+
+
+def makedirs(path: str | os.PathLike) -> None:
+    """Creates the folder `path` and its parents if missing."""
+    path = os.fspath(path)
+    if is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
 
 
 def _temp_name(folder: str, prefix: str) -> str:

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.flags_util import decode_utf8
 
 TRAIN, DEV, TEST = "train", "dev", "test"
@@ -151,13 +152,13 @@ class DataProcessor:
 
 def _read_rows(path: str, delimiter: str) -> list[tuple[int, list[str]]]:
     """(1-based line number, columns) per non-empty line; TSV without quoting as in GLUE."""
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise FileNotFoundError(f"{path}: no such file")
     # GLUE texts contain quotes and long fields (MNLI parses): no quoting, no field limit.
     csv.field_size_limit(sys.maxsize)
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
-    with open(path, "rb") as f:
-        text = decode_utf8(f.read(), path).removeprefix("\ufeff")  # a BOM (spreadsheet CSVs)
+    # Through tf.io.gfile for a URI: the data folder may be a bucket (gs://).
+    text = decode_utf8(fileio.read_bytes(path), path).removeprefix("\ufeff")  # a spreadsheet's BOM
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
     return [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
 
@@ -251,7 +252,7 @@ class TextClassificationProcessor(DataProcessor):
 
     def split_file(self, data_dir, split):
         candidates = [os.path.join(data_dir, f"{split}.{ext}") for ext in ("tsv", "csv")]
-        found = [p for p in candidates if os.path.isfile(p)]
+        found = [p for p in candidates if fileio.isfile(p)]
         if not found:
             raise FileNotFoundError(f"{data_dir}: expected {split}.tsv or {split}.csv")
         return found[0]

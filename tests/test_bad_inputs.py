@@ -432,13 +432,16 @@ GOOD_DEV = "sentence\tlabel\na fine film\tpos\na dull film\tneg\n"
         ("mrpc", "Quality\t#1 ID\n1\t2\n", GOOD_DEV, r"train\.tsv: header has 2 columns, the mrpc train layout needs at least 5"),
         ("sst-2", "sentence\tlabel\nfine\t2\n", GOOD_DEV, r"train\.tsv:2: unknown label '2', expected one of \['0', '1'\]"),
         ("sts-b", "a\tb\tc\td\te\tf\tg\th\ti\tscore\n" + "x\t" * 9 + "high\n", GOOD_DEV, r"train\.tsv:2: label 'high' is not a number"),
+        ("text_classification", GOOD_TRAIN + "a n\x00l film\tpos\n", GOOD_DEV, r"train\.tsv:10: cannot parse the row: a NUL byte"),
+        ("text_classification", GOOD_TRAIN.replace("\t", ",").replace("sentence,label", "sentence,label\n\"open quote,pos"), GOOD_DEV, r"train\.csv:2: cannot parse the row: unexpected end of data"),
     ],
-    ids=["columns", "unknown_label", "not_utf8", "no_label_column", "header_only", "mrpc_columns", "sst2_label", "stsb_score"],
+    ids=["columns", "unknown_label", "not_utf8", "no_label_column", "header_only", "mrpc_columns", "sst2_label", "stsb_score", "nul_byte", "csv_quote"],
 )  # fmt: skip
 def test_bad_classification_files(run_main, vocab_file, data, tmp_path, task, train, dev, message):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    (data_dir / "train.tsv").write_bytes(train if isinstance(train, bytes) else train.encode())
+    name = "train.csv" if "csv" in message else "train.tsv"
+    (data_dir / name).write_bytes(train if isinstance(train, bytes) else train.encode())
     (data_dir / "dev.tsv").write_text(dev)
     output_dir = tmp_path / "out"
     argv = _argv(

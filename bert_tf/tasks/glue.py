@@ -15,6 +15,13 @@ the GLUE baselines): `train.tsv`, `dev.tsv` (MNLI: `dev_matched.tsv`, `mnli-mm`:
 | qnli      | 1, 2                          | last: entailment/not_entailment | accuracy       |
 | rte       | 1, 2                          | last: entailment/not_entailment | accuracy       |
 | wnli      | 1, 2                          | last: 0/1                     | accuracy         |
+| xnli      | train 0, 1; dev/test 6, 7     | train 2; dev 1: contradiction/entailment/neutral | accuracy |
+
+XNLI is read as google-research's `XnliProcessor` reads it, in Chinese (`zh`): the training file
+is XNLI-MT 1.0's `multinli/multinli.train.zh.tsv` (header `premise hypo label`; its label
+`contradictory` is `contradiction`), dev and test are XNLI 1.0's `xnli.dev.tsv` /
+`xnli.test.tsv` (all languages, header `language gold_label ... sentence1 sentence2 ...`), of
+which only the `zh` rows are read.
 
 `text_classification` reads any `train`/`dev`/`test` `.tsv` or `.csv` (any language) with a
 header row naming the columns: `label`, the text (`text`, `text_a`, `sentence` or `sentence1`)
@@ -45,6 +52,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -73,6 +81,7 @@ class _Layout:
     label: int | None
     header: bool = True
     num_columns: int | None = None  # without a header: the exact column count
+    language: int | None = None  # XNLI: only rows whose column holds the processor's language
 
 
 class DataProcessor:
@@ -83,6 +92,8 @@ class DataProcessor:
     metrics: tuple[str, ...] = ("accuracy",)
     is_regression = False
     dev_file = "dev.tsv"
+    label_aliases: ClassVar[dict[str, str]] = {}  # a file's label -> the task's name for it
+    language = ""  # with a layout's `language` column: the rows kept
 
     def layout(self, split: str) -> _Layout:
         raise NotImplementedError
@@ -121,7 +132,8 @@ class DataProcessor:
             rows = rows[1:]
         else:
             num_columns = layout.num_columns
-        used = [i for i in (layout.text_a, layout.text_b, layout.label) if i is not None]
+        columns = (layout.text_a, layout.text_b, layout.label, layout.language)
+        used = [i for i in columns if i is not None]
         needed = max(i if i >= 0 else -i - 1 for i in used) + 1
         if num_columns < needed:
             raise ValueError(
@@ -136,9 +148,14 @@ class DataProcessor:
                     f"{path}:{line_number}: {len(row)} tab-separated columns, expected "
                     f"{num_columns} ({self.name} {split} layout)"
                 )
+            if layout.language is not None and row[layout.language] != self.language:
+                continue
             label = None
             if layout.label is not None:
-                label = _parse_label(row[layout.label], labels, path, line_number)
+                value = row[layout.label]
+                label = _parse_label(
+                    self.label_aliases.get(value, value), labels, path, line_number
+                )
             examples.append(
                 InputExample(
                     guid=f"{split}-{len(examples) + 1}",
@@ -159,8 +176,22 @@ def _read_rows(path: str, delimiter: str) -> list[tuple[int, list[str]]]:
     quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     # Through tf.io.gfile for a URI: the data folder may be a bucket (gs://).
     text = decode_utf8(fileio.read_bytes(path), path).removeprefix("\ufeff")  # a spreadsheet's BOM
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    return [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
+    # strict: an unclosed quote is an error, not the rest of the file read as one field.
+    reader = csv.reader(
+        io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting, strict=True
+    )
+    rows = []
+    while True:
+        start = reader.line_num + 1  # a quoted field may span lines: name the row's first
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows
+        except csv.Error as e:  # Python 3.10's csv refuses a NUL byte ("line contains NUL")
+            what = "a NUL byte (not a text file?)" if "NUL" in str(e) else str(e)
+            raise ValueError(f"{path}:{start}: cannot parse the row: {what}") from None
+        if row and any(c.strip() for c in row):
+            rows.append((reader.line_num, row))
 
 
 def _parse_label(value: str, labels: list[str] | None, path: str, line: int) -> str | float:
@@ -243,6 +274,23 @@ class WnliProcessor(QnliProcessor):
     name, labels = "wnli", ("0", "1")
 
 
+class XnliProcessor(DataProcessor):
+    """XNLI in Chinese, as google-research's `XnliProcessor` reads it (module docstring)."""
+
+    name, labels, language = "xnli", ("contradiction", "entailment", "neutral"), "zh"
+    label_aliases: ClassVar[dict[str, str]] = {"contradictory": "contradiction"}  # XNLI-MT's
+
+    def layout(self, split):
+        if split == TRAIN:
+            return _Layout(0, 1, 2)
+        return _Layout(6, 7, None if split == TEST else 1, language=0)
+
+    def split_file(self, data_dir, split):
+        if split == TRAIN:
+            return os.path.join(data_dir, "multinli", f"multinli.train.{self.language}.tsv")
+        return os.path.join(data_dir, f"xnli.{split}.tsv")
+
+
 class TextClassificationProcessor(DataProcessor):
     """Any `train`/`dev`/`test` `.tsv`/`.csv` with a header; see the module docstring."""
 
@@ -321,6 +369,7 @@ PROCESSORS: dict[str, type[DataProcessor]] = {
         QnliProcessor,
         RteProcessor,
         WnliProcessor,
+        XnliProcessor,
         TextClassificationProcessor,
     )
 }

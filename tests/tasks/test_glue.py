@@ -235,3 +235,51 @@ def test_metrics_match_their_definitions():
     result = glue.compute_metrics("sts-b", scores, gold)
     assert result["pearson"] == pytest.approx(np.corrcoef(scores, gold)[0, 1])
     assert result["spearmanr"] == pytest.approx(np.corrcoef(ranks(scores), ranks(gold))[0, 1])
+
+
+def test_xnli_reads_google_research_layout_in_chinese(tmp_path):
+    """XNLI-MT's training file (its "contradictory" is "contradiction") and XNLI 1.0's dev/test
+    files, of which only the zh rows are read; accuracy is the metric."""
+    _write(
+        tmp_path / "multinli",
+        "multinli.train.zh.tsv",
+        [
+            ["premise", "hypo", "label"],
+            ["他去了商店。", "他在家。", "contradictory"],
+            ["天气很好。", "今天晴天。", "entailment"],
+            ["我喜欢茶。", "我喝饮料。", "neutral"],
+        ],
+    )
+    header = ["language", "gold_label", "s1_binary", "s2_binary", "s1_parse", "s2_parse"]
+    header += ["sentence1", "sentence2", "promptID", "pairID"]
+    _write(
+        tmp_path,
+        "xnli.dev.tsv",
+        [
+            header,
+            ["en", "neutral", "", "", "", "", "He left.", "He went.", "1", "1"],
+            ["zh", "entailment", "", "", "", "", "他走了。", "他离开了。", "1", "2"],
+            ["zh", "contradiction", "", "", "", "", "猫在睡觉。", "猫在跑。", "2", "3"],
+        ],
+    )
+    processor = glue.get_processor("XNLI")
+    assert processor.get_labels(tmp_path) == ["contradiction", "entailment", "neutral"]
+    assert not processor.single_segment(tmp_path)
+    train = processor.get_train_examples(tmp_path)
+    assert [(e.text_a, e.text_b, e.label) for e in train] == [
+        ("他去了商店。", "他在家。", "contradiction"),
+        ("天气很好。", "今天晴天。", "entailment"),
+        ("我喜欢茶。", "我喝饮料。", "neutral"),
+    ]
+    dev = processor.get_dev_examples(tmp_path)
+    assert [(e.text_a, e.text_b, e.label) for e in dev] == [
+        ("他走了。", "他离开了。", "entailment"),
+        ("猫在睡觉。", "猫在跑。", "contradiction"),
+    ]
+    assert glue.compute_metrics("xnli", [1, 1], [1, 0]) == {"accuracy": 0.5}
+    _write(tmp_path, "xnli.test.tsv", [header, ["zh", "maybe", "", "", "", "", "a", "b", "", ""]])
+    (test,) = processor.get_test_examples(tmp_path)  # test labels are not read
+    assert (test.text_a, test.label) == ("a", None)
+    _write(tmp_path, "xnli.dev.tsv", [header, ["zh", "maybe", "", "", "", "", "a", "b", "", ""]])
+    with pytest.raises(ValueError, match=r"xnli\.dev\.tsv:2: unknown label 'maybe'"):
+        processor.get_dev_examples(tmp_path)

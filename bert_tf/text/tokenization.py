@@ -269,6 +269,43 @@ class BertTokenizer(_StringLayer):
         return config
 
 
+def round_robin_trim(
+    segments: Sequence[tf.RaggedTensor], budget: int | tf.Tensor
+) -> list[tf.RaggedTensor]:
+    """Keeps the first tokens of one or two segments [batch, (tokens)] within `budget` per row.
+
+    The outputs of `tf_text.RoundRobinTrimmer(budget).trim(segments)` (tokens handed out one
+    at a time, first segment first, so the longer segment loses more; google-research's
+    `_truncate_seq_pair`), from core TF ops only: that trimmer's op, `TFText>RoundRobinTrim`,
+    is not in the tensorflow-text 2.12.1 `ops_lib` that the stock `tensorflow_model_server`
+    2.13-2.19 links, so an export using it does not load there (`serving/op_check.py`). Its
+    allocation in closed form (no loop, so no while_loop in the graph): one segment keeps
+    min(la, B); two keep qa = min(la, max(ceil(B/2), B - lb)) and qb = min(lb, B - qa).
+    Rows keep their order; values are gathered, so any dtype works.
+    """
+    segments = list(segments)
+    if not 1 <= len(segments) <= 2:
+        raise ValueError(f"round_robin_trim takes one or two segments, got {len(segments)}")
+    if isinstance(budget, int) and budget < 0:
+        raise ValueError(f"round_robin_trim: budget must be >= 0, got {budget}")
+    lengths = [s.row_lengths() for s in segments]
+    budget = tf.cast(budget, lengths[0].dtype)
+    if len(segments) == 1:
+        quotas = [tf.minimum(lengths[0], budget)]
+    else:
+        len_a, len_b = lengths[0], tf.cast(lengths[1], lengths[0].dtype)
+        quota_a = tf.minimum(len_a, tf.maximum(budget - budget // 2, budget - len_b))
+        quotas = [quota_a, tf.minimum(len_b, budget - quota_a)]
+    trimmed = []
+    for segment, quota in zip(segments, quotas, strict=True):
+        starts = segment.row_starts()
+        kept = tf.ragged.range(
+            starts, starts + tf.cast(quota, starts.dtype), row_splits_dtype=starts.dtype
+        )
+        trimmed.append(tf.gather(segment.values, kept))
+    return trimmed
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertPacker(_StringLayer):
     """Packs 1 or 2 ragged id segments into fixed-length BERT inputs (Model Garden names).
@@ -303,7 +340,7 @@ class BertPacker(_StringLayer):
             raise ValueError(f"BERT packs one or two text segments, got {len(segments)}")
         segments = [tf.cast(s, tf.int32) for s in segments]
         budget = self.seq_length - len(segments) - 1  # minus [CLS] and one [SEP] per segment
-        trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        trimmed = round_robin_trim(segments, budget)
         word_ids, type_ids = tf_text.combine_segments(
             trimmed, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
         )

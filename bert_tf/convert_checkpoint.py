@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from absl import app, flags, logging
 
@@ -70,18 +69,15 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     )
 
 
-def _input_folder(path: str) -> Path:
-    return Path(path) if os.path.isdir(path) else Path(path).parent
-
-
 def _find_config(input_path: str, bert_config_file: str | None) -> BertConfig:
     if bert_config_file:
         return BertConfig.from_json_file(bert_config_file)
-    folder = _input_folder(input_path)
-    if checkpoints.detect_format(input_path) == "hf" and (folder / "config.json").exists():
-        return BertConfig.from_hf_json_file(folder / "config.json")
-    if (folder / checkpoints.CONFIG_NAME).exists():
-        return BertConfig.from_json_file(folder / checkpoints.CONFIG_NAME)
+    folder = checkpoints.checkpoint_folder(input_path)
+    hf_config = os.path.join(folder, "config.json")
+    if checkpoints.detect_format(input_path) == "hf" and fileio.exists(hf_config):
+        return BertConfig.from_hf_json_file(hf_config)
+    if fileio.exists(os.path.join(folder, checkpoints.CONFIG_NAME)):
+        return BertConfig.from_json_file(os.path.join(folder, checkpoints.CONFIG_NAME))
     raise ValueError(
         f"--bert_config_file is required: no config.json or {checkpoints.CONFIG_NAME} in {folder}"
     )
@@ -99,9 +95,9 @@ def convert(
     model = BertPretrainer(encoder) if with_heads else encoder
     loaded = checkpoints.load_pretrained(model, input_path, allow_missing=allow_missing)
     prefix = checkpoints.save_google_checkpoint(model, output_dir)
-    vocab = _input_folder(input_path) / "vocab.txt"
-    if vocab.exists():
-        fileio.atomic_copy(vocab, Path(output_dir) / "vocab.txt")
+    vocab = os.path.join(checkpoints.checkpoint_folder(input_path), checkpoints.VOCAB_NAME)
+    if fileio.exists(vocab):
+        fileio.atomic_copy(vocab, os.path.join(output_dir, checkpoints.VOCAB_NAME))
     logging.info("wrote %d variables to %s", len(loaded), prefix)
     return prefix
 

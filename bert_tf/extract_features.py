@@ -26,7 +26,6 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from absl import app, flags, logging
 
@@ -79,8 +78,7 @@ _PAIR_LINE = re.compile(r"^(.*) \|\|\| (.*)$")
 
 def read_examples(input_file: str) -> list[tuple[str, str | None]]:
     """(text_a, text_b or None) per line, exactly as google-research's `read_examples`."""
-    with open(input_file, "rb") as f:
-        text = decode_utf8(f.read(), input_file)
+    text = decode_utf8(fileio.read_bytes(input_file), input_file)
     lines = text.split("\n")  # "\n" only, like google's readline (not str.splitlines)
     if lines[-1] == "":
         lines.pop()
@@ -179,7 +177,7 @@ def main(argv: list[str]) -> None:
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not FLAGS[name].value:
             sys.exit(f"error: --{name} is required")
-    if not os.path.isfile(FLAGS.input_file):
+    if not fileio.isfile(FLAGS.input_file):
         sys.exit(f"error: --input_file={FLAGS.input_file}: no such file")
     try:
         options.check(options.from_flags(options.ModelSourceOptions, FLAGS))
@@ -206,8 +204,9 @@ def main(argv: list[str]) -> None:
     if not examples:
         sys.exit(f"error: --input_file={FLAGS.input_file} has no lines")
 
-    output = Path(FLAGS.output_file)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    output = FLAGS.output_file  # a string: a Path would fold gs:// into gs:/
+    if os.path.dirname(output):
+        fileio.makedirs(os.path.dirname(output))
     with fileio.atomic_open(output, "w") as f:
         for record in extract(examples, encoder, preprocessor, layers, FLAGS.batch_size):
             f.write(json.dumps(record) + "\n")

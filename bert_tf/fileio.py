@@ -119,6 +119,12 @@ def makedirs(path: str | os.PathLike) -> None:
         os.makedirs(path, exist_ok=True)
 
 
+def _not_found() -> type[Exception]:
+    import tensorflow as tf
+
+    return tf.errors.NotFoundError
+
+
 def _temp_name(folder: str, prefix: str) -> str:
     return f"{folder}/{prefix}{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -149,8 +155,19 @@ def remove_tree(path: str | os.PathLike) -> None:
     path = os.fspath(path)
     if not is_remote(path):
         shutil.rmtree(path, ignore_errors=True)
-    elif _gfile().exists(path):
-        _gfile().rmtree(path)
+        return
+    gfile = _gfile()
+    if not gfile.exists(path):
+        return
+    try:
+        gfile.rmtree(path)
+    except _not_found():
+        # ram:// lists `assets.extra/x` in `assets/` too, as `.extra` (a name prefix), which
+        # rmtree then cannot find: remove the files that do exist instead.
+        for folder, _, names in gfile.walk(path):
+            for name in names:
+                if gfile.exists(file := f"{folder.rstrip('/')}/{name}"):
+                    gfile.remove(file)
 
 
 def _move_tree(source: str, path: str) -> None:
@@ -161,7 +178,8 @@ def _move_tree(source: str, path: str) -> None:
     files, empty = [], []
     for folder, subfolders, names in gfile.walk(source):
         folder = folder.rstrip("/")
-        files += [f"{folder}/{name}" for name in names]
+        # exists: ram:// lists `assets.extra/x` in `assets/` too, as `.extra` (a name prefix).
+        files += [f"{folder}/{name}" for name in names if gfile.exists(f"{folder}/{name}")]
         if not names and not subfolders:
             empty.append(folder)
     files.sort(key=lambda f: (-f.count("/"), f))

@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME
+from bert_tf import fileio
+from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME, checkpoint_folder
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.text.tokenization import load_vocab
 
@@ -35,9 +36,8 @@ HF_CONFIG_NAME = "config.json"
 
 def checkpoint_file(init_checkpoint: str, name: str) -> str | None:
     """`name` beside a checkpoint (HF folder, checkpoint folder or prefix), if it exists."""
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    candidate = os.path.join(folder, name)
-    return candidate if os.path.exists(candidate) else None
+    candidate = os.path.join(checkpoint_folder(init_checkpoint), name)
+    return candidate if fileio.exists(candidate) else None
 
 
 def config_file(init_checkpoint: str | None, bert_config_file: str | None) -> str:

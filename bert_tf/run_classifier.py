@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -131,7 +130,7 @@ def _check_flags(args: flags.FlagValues) -> None:
     for name in ("task_name", "data_dir", "output_dir"):
         if not args[name].value:
             raise ValueError(f"--{name} is required")
-    if not os.path.isdir(args.data_dir):
+    if not fileio.isdir(args.data_dir):
         raise ValueError(f"--data_dir={args.data_dir}: no such folder")
     for group in (options.ModelSourceOptions, options.FineTuningLoopOptions):
         options.check(options.from_flags(group, args))
@@ -166,9 +165,9 @@ def run(args: flags.FlagValues) -> None:
     if args.seed is not None:
         training.set_seed(args.seed)
     training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
-    output_dir = Path(args.output_dir)
+    output_dir = args.output_dir  # a string: a Path would fold gs:// into gs:/
     checkpoints.check_output_dir(output_dir, config)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    fileio.makedirs(output_dir)
     # Self-contained: what serving.export needs beside the checkpoints (module docstring).
     # The examples the model sees tell single sentences from pairs, as in `make_dataset`.
     first = next(iter(train_examples or eval_examples or test_examples), None)
@@ -179,10 +178,10 @@ def run(args: flags.FlagValues) -> None:
         args.do_lower_case,
         args.max_seq_length,
     )
-    if args.do_train or not (output_dir / checkpoints.TASK_INFO_NAME).exists():
+    if args.do_train or not fileio.exists(os.path.join(output_dir, checkpoints.TASK_INFO_NAME)):
         checkpoints.write_model_files(output_dir, config, vocab_file, info)
     else:  # evaluation/prediction of a trained folder: its description stays the training's
-        config.to_json_file(output_dir / checkpoints.CONFIG_NAME)
+        config.to_json_file(os.path.join(output_dir, checkpoints.CONFIG_NAME))
     num_classes = len(label_list) or 1
     with strategy.scope():
         model = BertClassifier(build_encoder(config), num_classes)
@@ -237,11 +236,11 @@ def run(args: flags.FlagValues) -> None:
         )
         logits = training.predict(model, dataset.map(lambda x, y: x), args.use_xla)
         outputs = tf.nn.softmax(logits).numpy() if label_list else logits
+        results_file = os.path.join(output_dir, "test_results.tsv")
         fileio.atomic_write_text(
-            output_dir / "test_results.tsv",
-            format_test_results(outputs, label_list, args.test_results_header),
+            results_file, format_test_results(outputs, label_list, args.test_results_header)
         )
-        logging.info("wrote %d predictions to %s", len(outputs), output_dir / "test_results.tsv")
+        logging.info("wrote %d predictions to %s", len(outputs), results_file)
 
 
 def main(argv: list[str]) -> None:

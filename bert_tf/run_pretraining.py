@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, model_source, options, training
+from bert_tf import checkpoints, fileio, model_source, options, training
 from bert_tf.checkpoints import VOCAB_NAME
 from bert_tf.flags_util import check_positive
 from bert_tf.modeling.configs import PRESETS, BertConfig
@@ -147,7 +146,7 @@ def _check_flags(args: flags.FlagValues, config: BertConfig, config_path: str) -
     if args.dynamic_masking and not _vocab_file(args):
         raise ValueError("--dynamic_masking needs --vocab_file (none beside --init_checkpoint)")
     if args.init_checkpoint and not (
-        os.path.isdir(args.init_checkpoint) or tf.io.gfile.glob(args.init_checkpoint + "*")
+        fileio.isdir(args.init_checkpoint) or tf.io.gfile.glob(args.init_checkpoint + "*")
     ):
         raise ValueError(f"--init_checkpoint={args.init_checkpoint}: no such file or folder")
     return input_files
@@ -205,10 +204,10 @@ def _run(
     if args.seed is not None:
         training.set_seed(args.seed)
     training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
-    output_dir = Path(args.output_dir)
+    output_dir = args.output_dir  # a string: a Path would fold gs:// into gs:/
     checkpoints.check_output_dir(output_dir, config)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    config.to_json_file(output_dir / "bert_config.json")
+    fileio.makedirs(output_dir)
+    config.to_json_file(os.path.join(output_dir, checkpoints.CONFIG_NAME))
     with strategy.scope():
         model = BertPretrainer(build_encoder(config))
 

@@ -37,7 +37,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bert_tf import options
+from bert_tf import fileio, options
 from bert_tf.flags_util import check_positive, define_squad_v2_flags
 
 FLAGS = flags.FLAGS
@@ -112,7 +112,7 @@ def _check_flags() -> None:
             sys.exit(f"error: --{name} is required")
     for name in ("train_file", "predict_file"):
         path = FLAGS[name].value
-        if path and not os.path.isfile(path):
+        if path and not fileio.isfile(path):
             sys.exit(f"error: --{name}={path}: no such file")
     try:
         for group in (options.ModelSourceOptions, options.FineTuningLoopOptions):
@@ -266,9 +266,9 @@ def main(argv: list[str]) -> None:
         config, vocab_file = source.config, source.vocab_file
         tokenizer = BertTokenizer(source.vocab, lower_case=FLAGS.do_lower_case)
         checkpoints.check_output_dir(FLAGS.output_dir, config)
-        os.makedirs(FLAGS.output_dir, exist_ok=True)
+        fileio.makedirs(FLAGS.output_dir)
         # Self-contained: what serving.export needs beside the checkpoints (module docstring).
-        if FLAGS.do_train or not os.path.exists(
+        if FLAGS.do_train or not fileio.exists(
             os.path.join(FLAGS.output_dir, checkpoints.TASK_INFO_NAME)
         ):
             checkpoints.write_model_files(FLAGS.output_dir, config, vocab_file, task_info())

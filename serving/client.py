@@ -37,12 +37,13 @@ import sys
 import types
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import grpc
 import numpy as np
 from absl import app, flags
 from google.protobuf import json_format
+
+from bert_tf import fileio
 
 
 class _BindingLoader(importlib.abc.Loader):
@@ -564,7 +565,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 def read_text_file(path: str) -> tuple[list[str], list[str | None], list[str]]:
     """(texts, second texts (None where a line has no tab), `path:line` of each) of a file."""
     try:
-        data = Path(path).read_bytes()
+        data = fileio.read_bytes(path)  # a local file or a tf.io.gfile URI (gs://)
     except OSError as e:
         raise ValueError(f"--text_file: cannot read {path}: {e.strerror or e}") from None
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark

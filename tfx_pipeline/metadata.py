@@ -18,6 +18,8 @@ import json
 import os
 from typing import Any
 
+from bert_tf import fileio
+
 # A Pusher output's custom property with why nothing was pushed
 # (`components.serving_baseline.NOT_PUSHED_REASON`; that module imports TFX).
 NOT_PUSHED_REASON = "not_pushed_reason"
@@ -272,9 +274,8 @@ def pipeline_results(
             uri = outputs["evaluation"][0].uri
             report_file = os.path.join(uri, METRICS_FILE)
             try:
-                if os.path.exists(report_file):
-                    with open(report_file, encoding="utf-8") as f:
-                        report = json.load(f)
+                if fileio.exists(report_file):  # the pipeline root may be a bucket
+                    report = json.loads(fileio.read_text(report_file))
                     results.evaluation = _report_lines(report)
                     results.failures = list(report.get("failures") or [])
                 else:

@@ -64,6 +64,7 @@ from bert_tf.checkpoints.names import (
 from bert_tf.checkpoints.readers import (
     CheckpointMismatchError,
     CheckpointSource,
+    checkpoint_folder,
     detect_format,
     load_pretrained,
     read_checkpoint,
@@ -93,6 +94,7 @@ __all__ = [
     "CheckpointMismatchError",
     "CheckpointSource",
     "check_output_dir",
+    "checkpoint_folder",
     "detect_format",
     "find_encoder",
     "get_google_weights",

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.checkpoints.names import CONFIG_NAME, TASK_INFO_NAME, TASK_INFO_TASKS, VOCAB_NAME
-from bert_tf.checkpoints.readers import config_diffs
+from bert_tf.checkpoints.readers import checkpoint_folder, config_diffs
 from bert_tf.modeling.configs import BertConfig
 
 
@@ -25,8 +24,8 @@ def check_output_dir(output_dir: str | os.PathLike, config: BertConfig) -> None:
     resuming would fail on the first mismatched variable, and writing the new config there
     would mislabel the checkpoints already in it.
     """
-    config_file = Path(output_dir) / CONFIG_NAME
-    if not (tf.train.latest_checkpoint(str(output_dir)) and config_file.exists()):
+    config_file = os.path.join(output_dir, CONFIG_NAME)
+    if not (tf.train.latest_checkpoint(os.fspath(output_dir)) and fileio.exists(config_file)):
         return
     if diffs := config_diffs(config, BertConfig.from_json_file(config_file)):
         raise ValueError(
@@ -54,15 +53,13 @@ def write_model_files(
     """
     if task_info is not None:
         _check_task_info(task_info, "task_info")
-    output_dir = Path(output_dir)
-    config.to_json_file(output_dir / CONFIG_NAME)
-    # Read through tf.io.gfile: the vocab may lie in a bucket (gs://) like the checkpoint.
-    with tf.io.gfile.GFile(os.fspath(vocab_file), "rb") as f:
-        vocab = f.read()
-    fileio.atomic_write_bytes(output_dir / VOCAB_NAME, vocab)
+    output_dir = os.fspath(output_dir)  # not a Path: it would fold gs:// into gs:/
+    config.to_json_file(os.path.join(output_dir, CONFIG_NAME))
+    # The vocab may lie in a bucket (gs://) like the checkpoint.
+    fileio.atomic_write_bytes(os.path.join(output_dir, VOCAB_NAME), fileio.read_bytes(vocab_file))
     if task_info is not None:
         text = json.dumps(task_info, indent=2, ensure_ascii=False) + "\n"
-        fileio.atomic_write_text(output_dir / TASK_INFO_NAME, text)
+        fileio.atomic_write_text(os.path.join(output_dir, TASK_INFO_NAME), text)
 
 
 def _check_task_info(info: Any, source: str) -> dict[str, Any]:
@@ -87,13 +84,11 @@ def read_task_info(init_checkpoint: str | os.PathLike) -> tuple[str, dict[str, A
     Raises ValueError naming the file when it is not a valid task description.
     """
     init_checkpoint = os.fspath(init_checkpoint)
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else os.path.dirname(init_checkpoint)
-    path = os.path.join(folder, TASK_INFO_NAME)
-    if not os.path.exists(path):
+    path = os.path.join(checkpoint_folder(init_checkpoint), TASK_INFO_NAME)
+    if not fileio.exists(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            info = json.load(f)
+        info = json.loads(fileio.read_text(path))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a JSON file ({e})") from None
     return path, _check_task_info(info, path)

@@ -10,14 +10,14 @@ import json
 import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 import keras
 import numpy as np
+import safetensors.numpy
 import tensorflow as tf
 from absl import logging
-from safetensors.numpy import load_file
 
+from bert_tf import fileio
 from bert_tf.checkpoints.names import (
     ARCHITECTURE_FIELDS,
     CONFIG_NAME,
@@ -63,20 +63,46 @@ class CheckpointMismatchError(ValueError):
 
 
 def _read_google(path: str) -> CheckpointSource:
-    reader = tf.train.load_checkpoint(path)
+    reader = _load_checkpoint(path)
     shapes = {
         name: tuple(shape)
         for name, shape in reader.get_variable_to_shape_map().items()
         if not GOOGLE_IGNORED.search(name)
     }
-    config_file = Path(path if os.path.isdir(path) else os.path.dirname(path)) / CONFIG_NAME
-    config = BertConfig.from_json_file(config_file) if config_file.exists() else None
+    config_file = os.path.join(checkpoint_folder(path), CONFIG_NAME)
+    config = BertConfig.from_json_file(config_file) if fileio.exists(config_file) else None
     return CheckpointSource(str(path), shapes, reader.get_tensor, [], config)
 
 
+def checkpoint_folder(path: str | os.PathLike) -> str:
+    """The folder of a checkpoint given as a folder, or as a prefix or file in one (local or a
+    URI: where its config, vocab and task_info.json lie)."""
+    path = os.fspath(path)
+    return path if _is_folder(path) else os.path.dirname(path)
+
+
+def _is_folder(path: str) -> bool:
+    """A folder, not a checkpoint prefix: on an object store (and ram://) a prefix such as
+    `bert_model.ckpt` also looks like a folder, the name its files start with."""
+    return not tf.io.gfile.exists(path + ".index") and fileio.isdir(path)
+
+
+def _load_checkpoint(path: str):
+    """`tf.train.load_checkpoint` of a folder (its latest checkpoint) or a prefix. Not that
+    function itself: it takes a prefix that a file system reports as a folder (ram://'s
+    `isdir` is true for any name that files start with) for a folder."""
+    prefix = tf.train.latest_checkpoint(path) if _is_folder(path) else path
+    if prefix is None:
+        raise ValueError(f"{path}: no checkpoint in this folder (no TF 'checkpoint' state file)")
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def _read_hf(path: str) -> CheckpointSource:
-    weights_file = Path(path) / HF_WEIGHTS_NAME if os.path.isdir(path) else Path(path)
-    tensors = load_file(weights_file)
+    weights_file = os.path.join(path, HF_WEIGHTS_NAME) if _is_folder(path) else path
+    if fileio.is_remote(weights_file):  # a bucket: the bytes through tf.io.gfile
+        tensors = safetensors.numpy.load(fileio.read_bytes(weights_file))
+    else:  # memory-mapped, not read twice into memory
+        tensors = safetensors.numpy.load_file(weights_file)
     by_hf = {row.hf: row for row in table(_count_hf_layers(tensors))}
     arrays: dict[str, np.ndarray] = {}
     unmapped = []
@@ -92,8 +118,8 @@ def _read_hf(path: str) -> CheckpointSource:
             unmapped.append(hf_name)
         else:
             arrays[row.google] = array.T if row.hf_transposed else array
-    config_file = weights_file.parent / "config.json"
-    config = BertConfig.from_hf_json_file(config_file) if config_file.exists() else None
+    config_file = os.path.join(os.path.dirname(weights_file), "config.json")
+    config = BertConfig.from_hf_json_file(config_file) if fileio.exists(config_file) else None
     return CheckpointSource(
         str(path), {k: v.shape for k, v in arrays.items()}, arrays.__getitem__, unmapped, config
     )
@@ -106,7 +132,7 @@ def _count_hf_layers(tensors: dict[str, np.ndarray]) -> int:
 
 def _read_object(path: str) -> CheckpointSource:
     """Rebuilds the checkpointed model from its stored config and restores it by object graph."""
-    reader = tf.train.load_checkpoint(path)
+    reader = _load_checkpoint(path)
     if not reader.has_tensor(MODEL_CONFIG_TENSOR):
         raise ValueError(
             f"{path}: object-based checkpoint without '{MODEL_CONFIG_KEY}': not written by "
@@ -114,7 +140,7 @@ def _read_object(path: str) -> CheckpointSource:
         )
     config = json.loads(reader.get_tensor(MODEL_CONFIG_TENSOR).decode("utf-8"))
     model = keras.saving.deserialize_keras_object(config)
-    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    prefix = tf.train.latest_checkpoint(path) if _is_folder(path) else path
     # Same class and config as the writer, so every model variable must be found; optimizer
     # slots and extra trackables in the file are not needed here (expect_partial).
     status = tf.train.Checkpoint(encoder=find_encoder(model), model=model).read(prefix)
@@ -142,8 +168,8 @@ def detect_format(path: str | os.PathLike) -> str:
     """ "hf" (HF folder or .safetensors), "google" (google-named TF checkpoint prefix/dir) or
     "object" (a `training_checkpoint` prefix/dir)."""
     path = str(path)
-    if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, HF_WEIGHTS_NAME)):
+    if _is_folder(path):
+        if fileio.exists(os.path.join(path, HF_WEIGHTS_NAME)):
             return "hf"
         if tf.train.latest_checkpoint(path) is None:
             raise ValueError(
@@ -151,14 +177,14 @@ def detect_format(path: str | os.PathLike) -> str:
             )
         path = tf.train.latest_checkpoint(path)
     elif path.endswith(".safetensors"):
-        if not os.path.exists(path):
+        if not fileio.exists(path):
             raise FileNotFoundError(f"{path}: no such safetensors file")
         return "hf"
     elif not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(
             f"{path}: not a checkpoint prefix (no {path}.index), HF folder or .safetensors file"
         )
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    names = _load_checkpoint(path).get_variable_to_shape_map()
     if any(name.startswith("bert/") for name in names):
         return "google"
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -40,10 +39,7 @@ def save_google_checkpoint(
     """
     # Strings, not Path: `output_dir` may be a tf.io.gfile URI (gs://), which Path would mangle.
     output_dir = os.fspath(output_dir)
-    if not fileio.is_remote(output_dir):
-        os.makedirs(output_dir, exist_ok=True)
-    else:
-        tf.io.gfile.makedirs(output_dir)
+    fileio.makedirs(output_dir)
     weights = get_google_weights(model)
     names = sorted(weights)
     # Default permissions (mkdtemp's 0700 would not matter for the renamed files, but keeps
@@ -81,8 +77,8 @@ def save_hf_checkpoint(
     model: keras.Model,
     output_dir: str | os.PathLike,
     vocab_file: str | os.PathLike | None = None,
-) -> Path:
-    """Writes the model as an HF transformers folder; returns the folder.
+) -> str:
+    """Writes the model as an HF transformers folder (local or a tf.io.gfile URI); returns it.
 
     `config.json` and `model.safetensors` (float32, `get_hf_weights`) for the HF class that
     matches: a `BertEncoder` as `BertModel`, a `BertPretrainer` as `BertForPreTraining`, a
@@ -116,15 +112,16 @@ def save_hf_checkpoint(
     config["torch_dtype"] = "float32"
     weights = get_hf_weights(model)
     tensors = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sorted(weights.items())}
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = os.fspath(output_dir)  # not a Path: it would fold gs:// into gs:/
+    fileio.makedirs(output_dir)
     fileio.atomic_write_bytes(
-        output_dir / HF_WEIGHTS_NAME, safetensors_bytes(tensors, metadata={"format": "pt"})
+        os.path.join(output_dir, HF_WEIGHTS_NAME),
+        safetensors_bytes(tensors, metadata={"format": "pt"}),
     )
     fileio.atomic_write_text(
-        output_dir / HF_CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n"
+        os.path.join(output_dir, HF_CONFIG_NAME),
+        json.dumps(config, indent=2, sort_keys=True) + "\n",
     )
     if vocab_file is not None:
-        with tf.io.gfile.GFile(os.fspath(vocab_file), "rb") as f:
-            fileio.atomic_write_bytes(output_dir / VOCAB_NAME, f.read())
+        fileio.atomic_copy(vocab_file, os.path.join(output_dir, VOCAB_NAME))
     return output_dir

@@ -28,7 +28,6 @@ import random
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from bert_tf import fileio
 
@@ -274,8 +273,9 @@ def split_labelled(
 
 def write_documents(documents: Iterable[Document], output_file: str | os.PathLike) -> int:
     """Writes documents in BERT's pretraining text format, atomically; returns the count."""
-    output_file = Path(output_file)
-    output_file.parent.mkdir(parents=True, exist_ok=True)
+    output_file = os.fspath(output_file)  # not a Path: it would fold gs:// into gs:/
+    if os.path.dirname(output_file):
+        fileio.makedirs(os.path.dirname(output_file))
     count = 0
     with fileio.atomic_open(output_file, "w") as f:
         for document in documents:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from bert_tf import fileio
@@ -132,7 +131,7 @@ def is_hf_config(values: dict[str, Any]) -> bool:
 
 def _read_json_object(path: str | os.PathLike) -> dict[str, Any]:
     try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
+        values = json.loads(fileio.read_text(path))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     except UnicodeDecodeError:

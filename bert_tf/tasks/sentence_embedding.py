@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -56,12 +55,12 @@ class SentenceEncoder:
         batch_size: int = 32,
     ) -> SentenceEncoder:
         """From a HF BERT folder (config.json, model.safetensors, vocab.txt)."""
-        model_dir = Path(model_dir)
-        config = BertConfig.from_hf_json_file(model_dir / "config.json")
+        model_dir = os.fspath(model_dir)  # not a Path: it would fold gs:// into gs:/
+        config = BertConfig.from_hf_json_file(os.path.join(model_dir, "config.json"))
         encoder = build_encoder(config)
         checkpoints.load_pretrained(encoder, model_dir)
         preprocessor = BertPreprocessor(
-            str(model_dir / "vocab.txt"), seq_length=seq_length, lower_case=lower_case
+            os.path.join(model_dir, "vocab.txt"), seq_length=seq_length, lower_case=lower_case
         )
         return cls(preprocessor, encoder, batch_size)
 

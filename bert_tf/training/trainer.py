@@ -68,7 +68,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import keras
@@ -188,7 +187,7 @@ class Trainer:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         self.model = model
         self.loss_fn = loss_fn
-        self.output_dir = Path(output_dir)
+        self.output_dir = os.fspath(output_dir)  # not a Path: it would fold gs:// into gs:/
         self.strategy = strategy or tf.distribute.get_strategy()
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.steps_per_loop = steps_per_loop
@@ -347,10 +346,10 @@ class Trainer:
                 f"gradient_accumulation_steps={steps} must divide the "
                 f"per-replica batch size {batch_size / self.strategy.num_replicas_in_sync:g}"
             )
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        fileio.makedirs(self.output_dir)
         # Only the chief writes into output_dir; the other workers' files go to a temp folder.
         is_chief = self.strategy.extended.should_checkpoint
-        save_dir = self.output_dir if is_chief else Path(tempfile.mkdtemp(prefix="bert_tf-worker-"))
+        save_dir = self.output_dir if is_chief else tempfile.mkdtemp(prefix="bert_tf-worker-")
         try:
             return self._train(dataset, num_train_steps, init_checkpoint, save_dir, is_chief)
         finally:
@@ -362,7 +361,7 @@ class Trainer:
         dataset: tf.data.Dataset,
         num_train_steps: int,
         init_checkpoint: str | os.PathLike | None,
-        save_dir: Path,
+        save_dir: str,
         is_chief: bool,
     ) -> dict[str, float]:
         batch_size = _batch_size(dataset)
@@ -376,7 +375,7 @@ class Trainer:
         )
         manager = tf.train.CheckpointManager(
             checkpoint,
-            str(save_dir),
+            save_dir,
             max_to_keep=self.keep_checkpoint_max if is_chief else 1,
             step_counter=self.global_step,
         )
@@ -397,7 +396,7 @@ class Trainer:
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         history = self._read_history(step)
         writer = (
-            tf.summary.create_file_writer(str(self.output_dir))
+            tf.summary.create_file_writer(self.output_dir)
             if is_chief
             else tf.summary.create_noop_writer()
         )
@@ -466,10 +465,10 @@ class Trainer:
 
     def _read_history(self, step: int) -> list[dict]:
         """The log so far, minus entries past `step` (a killed run logged them, then lost them)."""
-        path = self.output_dir / LOG_FILE
-        if not step or not path.exists():
+        path = os.path.join(self.output_dir, LOG_FILE)
+        if not step or not fileio.exists(path):
             return []
-        return [e for e in json.loads(path.read_text())["history"] if e["step"] <= step]
+        return [e for e in json.loads(fileio.read_text(path))["history"] if e["step"] <= step]
 
     def _write_history(self, history: list[dict], num_train_steps: int, batch_size: int) -> None:
         log = {
@@ -479,11 +478,13 @@ class Trainer:
             "history": history,
         }
         # Atomic, with default permissions (0666 minus the umask) like the checkpoints.
-        fileio.atomic_write_text(self.output_dir / LOG_FILE, json.dumps(log, indent=1) + "\n")
+        fileio.atomic_write_text(
+            os.path.join(self.output_dir, LOG_FILE), json.dumps(log, indent=1) + "\n"
+        )
         if history:
             png = io.BytesIO()
             plot_history(history, png)
-            fileio.atomic_write_bytes(self.output_dir / CURVE_FILE, png.getvalue())
+            fileio.atomic_write_bytes(os.path.join(self.output_dir, CURVE_FILE), png.getvalue())
 
 
 def plot_history(history: list[dict], path: str | os.PathLike | BinaryIO) -> None:

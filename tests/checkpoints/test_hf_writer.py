@@ -3,6 +3,7 @@ names and layouts (experiments/hf_parity.py loads one into transformers; tests/e
 test_hf_parity.py runs that)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +26,9 @@ def _assert_same_variables(a, b):
 def test_minilm_round_trips_to_the_same_hf_tensors(minilm_dir, tmp_path):
     encoder = build_encoder(BertConfig.from_hf_json_file(minilm_dir / "config.json"))
     checkpoints.load_pretrained(encoder, minilm_dir)
-    folder = checkpoints.save_hf_checkpoint(encoder, tmp_path / "hf", minilm_dir / "vocab.txt")
+    folder = Path(
+        checkpoints.save_hf_checkpoint(encoder, tmp_path / "hf", minilm_dir / "vocab.txt")
+    )
     original = load_file(minilm_dir / "model.safetensors")
     written = load_file(folder / "model.safetensors")
     # Every weight, bit for bit (HF's position_ids buffer is not a weight).
@@ -40,7 +43,7 @@ def test_minilm_round_trips_to_the_same_hf_tensors(minilm_dir, tmp_path):
 
 def test_classifier_is_bert_for_sequence_classification(tmp_path):
     model = BertClassifier(build_encoder(TINY), num_classes=3, dropout=0.0)
-    folder = checkpoints.save_hf_checkpoint(model, tmp_path)
+    folder = Path(checkpoints.save_hf_checkpoint(model, tmp_path))
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert config["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
@@ -67,7 +70,7 @@ def test_classifier_is_bert_for_sequence_classification(tmp_path):
 
 def test_pretrainer_round_trips_through_our_reader(tmp_path):
     model = BertPretrainer(build_encoder(TINY))
-    folder = checkpoints.save_hf_checkpoint(model, tmp_path)
+    folder = Path(checkpoints.save_hf_checkpoint(model, tmp_path))
     assert json.loads((folder / "config.json").read_text())["architectures"] == [
         "BertForPreTraining"
     ]

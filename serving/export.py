@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 
 import tensorflow as tf

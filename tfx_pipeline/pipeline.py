@@ -34,6 +34,11 @@ version N". Nor is a model the model server cannot serve: ServingCheck
 (`components/serving_check.py`, TFX's InfraValidator without Docker) serves the export, sends
 its warmup requests over gRPC and REST and compares the answers with the export's in-process
 ones; the Pusher pushes only with its InfraBlessing.
+
+With `input_fingerprint` (open-source Kubeflow Pipelines, whose driver skips ExampleGen's
+fingerprinting preCacheCheck), an `InputFingerprint` task first fingerprints `data_root` and
+passes it to every ExampleGen as a parameter, so KFP's cache key changes with the data
+(`components/input_fingerprint.py`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from bert_tf.tasks import glue
 from tfx_pipeline import configs
 from tfx_pipeline.components.bulk_inferrer import BulkInferrer
 from tfx_pipeline.components.example_validator import ExampleValidator
+from tfx_pipeline.components.input_fingerprint import InputFingerprint
 from tfx_pipeline.components.pretraining_evaluator import PretrainingEvaluator
 from tfx_pipeline.components.pretraining_example_gen import PretrainingExampleGen
 from tfx_pipeline.components.serving_baseline import Pusher, ServingBaseline
@@ -198,6 +204,14 @@ def _evaluate_and_push(
     return [baseline, evaluator, check, pusher]
 
 
+def _fingerprint(data_root: str, input_fingerprint: bool) -> tuple[list, dict]:
+    """([InputFingerprint] or [], the ExampleGens' extra arguments)."""
+    if not input_fingerprint:
+        return [], {}
+    fingerprint = InputFingerprint(input_base=data_root)
+    return [fingerprint], {"input_fingerprint": fingerprint.value()}
+
+
 def _pipeline(name, root, components, metadata_connection_config, beam_pipeline_args):
     return tfx.dsl.Pipeline(
         pipeline_name=name,
@@ -220,8 +234,10 @@ def create_pretraining_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
+    input_fingerprint: bool = False,
 ) -> tfx.dsl.Pipeline:
     """BERT pretraining on the text corpus in `data_root` (BERT's one-sentence-per-line format)."""
+    fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
     example_gen = PretrainingExampleGen(
         input_base=data_root,
         vocab_file=vocab_file,
@@ -230,6 +246,7 @@ def create_pretraining_pipeline(
         dupe_factor=options.dupe_factor,
         short_seq_prob=options.short_seq_prob,
         seed=options.seed,
+        **fingerprinted,
     )
     validated = _validated(
         example_gen, schema_dir, pipeline_root, options, drift_features=["next_sentence_labels"]
@@ -257,7 +274,7 @@ def create_pretraining_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, *validated, transform, trainer, *evaluate_and_push],
+        [*fingerprint, example_gen, *validated, transform, trainer, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )
@@ -358,10 +375,14 @@ def create_classification_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
+    input_fingerprint: bool = False,
 ) -> tfx.dsl.Pipeline:
     """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
     regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
-    example_gen = TextClassificationExampleGen(input_base=data_root, task_name=options.task_name)
+    fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
+    example_gen = TextClassificationExampleGen(
+        input_base=data_root, task_name=options.task_name, **fingerprinted
+    )
     validated = _validated(
         example_gen, schema_dir, pipeline_root, options, drift_features=["label"]
     )
@@ -388,7 +409,10 @@ def create_classification_pipeline(
     scoring = []
     if options.bulk_inference:
         unlabelled = TextClassificationExampleGen(
-            input_base=data_root, task_name=options.task_name, splits=UNLABELLED_SPLITS
+            input_base=data_root,
+            task_name=options.task_name,
+            splits=UNLABELLED_SPLITS,
+            **fingerprinted,
         ).with_id("UnlabelledExampleGen")
         _, evaluator, *_ = evaluate_and_push
         scoring = [
@@ -403,7 +427,16 @@ def create_classification_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, *validated, transform, pretrained, *training, *evaluate_and_push, *scoring],
+        [
+            *fingerprint,
+            example_gen,
+            *validated,
+            transform,
+            pretrained,
+            *training,
+            *evaluate_and_push,
+            *scoring,
+        ],
         metadata_connection_config,
         beam_pipeline_args,
     )
@@ -421,9 +454,11 @@ def create_squad_pipeline(
     metadata_connection_config=None,
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
+    input_fingerprint: bool = False,
 ) -> tfx.dsl.Pipeline:
     """SQuAD fine-tuning on the `train*.json` / `dev*.json` files in `data_root`, warm-started
     from `init_checkpoint`; blessed on the official F1 on the dev questions."""
+    fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
     example_gen = SquadExampleGen(
         input_base=data_root,
         vocab_file=vocab_file,
@@ -432,6 +467,7 @@ def create_squad_pipeline(
         doc_stride=options.doc_stride,
         max_query_length=options.max_query_length,
         version_2_with_negative=options.version_2_with_negative,
+        **fingerprinted,
     )
     pretrained = _pretrained_checkpoint(init_checkpoint)
     # The Trainer reads ExampleGen's windows directly: doc-stride windowing and answer-span
@@ -466,7 +502,7 @@ def create_squad_pipeline(
     return _pipeline(
         pipeline_name,
         pipeline_root,
-        [example_gen, *validated, pretrained, *training, *evaluate_and_push],
+        [*fingerprint, example_gen, *validated, pretrained, *training, *evaluate_and_push],
         metadata_connection_config,
         beam_pipeline_args,
     )

@@ -259,7 +259,7 @@ def check_cluster_flags() -> None:
             continue
         # KFP and Vertex keep artifacts in an object store: the pipeline root must be one.
         allowed = [] if name == "pipeline_root" else volumes
-        if name == "vocab_file":
+        if name in ("vocab_file", "init_checkpoint"):
             allowed = [*allowed, configs.IMAGE_CACHE_DIR]  # fetched into the image at build
         if any(_under(value, folder) for folder in allowed):
             continue
@@ -481,6 +481,10 @@ def build_pipeline():
         common["pipeline_name"] = FLAGS.pipeline_name
     if FLAGS.schema_dir:
         common["schema_dir"] = FLAGS.schema_dir
+    # Open-source KFP runs no preCacheCheck: ExampleGen's cache key must carry the data's
+    # fingerprint (components/input_fingerprint.py). Vertex's driver also fingerprints the
+    # files; the task is there too, so both runners compile the same spec.
+    common["input_fingerprint"] = cluster
     if FLAGS.pipeline == "pretrain":
         create = pipeline.create_pretraining_pipeline
     else:
@@ -517,6 +521,8 @@ def compile_job(tfx_pipeline, resources: dict | None) -> dict:
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
     from tfx.orchestration.kubeflow.v2 import pipeline_builder
 
+    from tfx_pipeline.components.input_fingerprint import InputFingerprint
+
     # The components that train: the Trainer, and the Tuner (--tune), whose trials train too.
     trainers = [
         c
@@ -542,6 +548,20 @@ def compile_job(tfx_pipeline, resources: dict | None) -> dict:
     job = kubeflow_v2.KubeflowV2DagRunner(config=config).run(tfx_pipeline, write_out=False)
     spec, runtime = job["pipelineSpec"], job.get("runtimeConfig", {})
     spec["defaultPipelineRoot"] = runtime["gcsOutputDirectory"]
+    tasks = spec["root"]["dag"]["tasks"]
+    for component in tfx_pipeline.components:
+        if isinstance(component, InputFingerprint):
+            # Never cached: it must look at the files on every run (TFX sets the cache per
+            # pipeline; KFP's SDK would write set_caching_options(False) as this).
+            tasks[component.id].pop("cachingOptions", None)
+    for task in tasks.values():
+        for parameter in task.get("inputs", {}).get("parameters", {}).values():
+            # TFX 1.16 names a dynamic exec property's producer "<id>_task", a task that does
+            # not exist (tasks are named by component id): KFP would refuse the spec.
+            producer = parameter.get("taskOutputParameter", {})
+            name = producer.get("producerTask", "")
+            if name not in tasks and name.removesuffix("_task") in tasks:
+                producer["producerTask"] = name.removesuffix("_task")
     for name, value in runtime.get("parameterValues", {}).items():
         inputs = spec["root"].setdefault("inputDefinitions", {}).setdefault("parameters", {})
         inputs.setdefault(name, {})["defaultValue"] = value

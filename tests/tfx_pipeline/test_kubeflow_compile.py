@@ -280,6 +280,14 @@ def test_volume_paths(pipeline_helpers):
             run.check_cluster_flags()
         finally:
             run.FLAGS = saved
+    # The image's own files (the Dockerfile's fetch cache): its MiniLM and vocab.
+    for flag in ("init_checkpoint", "vocab_file"):
+        values = _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/opt/bert_tfx/minilm")
+        saved, run.FLAGS = run.FLAGS, values
+        try:
+            run.check_cluster_flags()
+        finally:
+            run.FLAGS = saved
     message = _exits(pipeline_helpers, *CLUSTER_ARGS, "--runner=kubeflow", "--pipeline_root=/mnt/r")
     assert "(--allowed_volume_paths)" not in message  # an object store only
     message = _exits(
@@ -334,3 +342,48 @@ def test_bad_cluster_flags(pipeline_helpers, args, expected):
 def test_cluster_flags_with_a_local_runner(pipeline_helpers):
     message = _exits(pipeline_helpers, *CLUSTER_ARGS, "--trainer_cpu=8", f"--gpu_image={IMAGE}")
     assert message == "error: --trainer_cpu, --gpu_image: only for --runner=kubeflow or vertex"
+
+
+@pytest.mark.parametrize("runner", sorted(SUFFIX))
+@pytest.mark.parametrize("name", sorted(PIPELINE_ARGS))
+def test_example_gens_take_the_data_fingerprint_of_an_uncached_task(compiled, name, runner):
+    """Open-source KFP's cache key is a task's parameters and input artifact ids: the uncached
+    InputFingerprint task's output is every ExampleGen's `input_fingerprint` parameter, so new
+    files give ExampleGen a new key; every other task keeps caching on."""
+    spec = _pipeline_spec(compiled, name, runner)
+    tasks = spec["root"]["dag"]["tasks"]
+    assert "cachingOptions" not in tasks["InputFingerprint"]
+    parameters = tasks["InputFingerprint"]["inputs"]["parameters"]
+    (data_root,) = [a for a in PIPELINE_ARGS[name] if a.startswith("--data_root=")]
+    assert parameters["input_base"]["runtimeValue"]["constant"] == data_root.split("=", 1)[1]
+    example_gens = [t for t in tasks if t.endswith("ExampleGen")]
+    assert len(example_gens) == (2 if name == "classify" else 1)  # + UnlabelledExampleGen
+    for task in example_gens:
+        fingerprint = tasks[task]["inputs"]["parameters"]["input_fingerprint"]
+        assert fingerprint == {
+            "taskOutputParameter": {
+                "producerTask": "InputFingerprint",
+                "outputParameterKey": "fingerprint",
+            }
+        }
+    others = set(tasks) - {"InputFingerprint"}
+    assert all(tasks[t]["cachingOptions"] == {"enableCache": True} for t in others)
+
+
+def test_input_fingerprint_changes_with_the_files_only(tmp_path):
+    from tfx_pipeline.components.input_fingerprint import fingerprint
+
+    (tmp_path / "multinli").mkdir()
+    (tmp_path / "multinli" / "train.tsv").write_text("premise\thypo\tlabel\n")
+    (tmp_path / "dev.tsv").write_text("a\tb\n")
+    first = fingerprint(str(tmp_path))
+    assert first.startswith("2 files, 23 bytes, sha256 ")
+    assert fingerprint(str(tmp_path) + "/") == first
+    with open(tmp_path / "multinli" / "train.tsv", "a") as f:
+        f.write("x\ty\tneutral\n")
+    second = fingerprint(str(tmp_path))
+    assert second.startswith("2 files, 35 bytes") and second != first
+    os.utime(tmp_path / "dev.tsv", ns=(1, 1))  # same size, another modification time
+    assert fingerprint(str(tmp_path)) not in (first, second)
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        fingerprint(str(tmp_path / "nothing"))

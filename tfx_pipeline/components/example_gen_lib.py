@@ -13,6 +13,12 @@ from tfx.dsl.components.base import base_component
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
+from tfx.types.component_spec import ExecutionParameter
+
+# The data folder's fingerprint (components.input_fingerprint), an ExampleGen parameter on
+# open-source KFP only: the executors ignore it, KFP's cache key includes it.
+INPUT_FINGERPRINT = "input_fingerprint"
+FINGERPRINT_PARAMETER = {INPUT_FINGERPRINT: ExecutionParameter(type=str, optional=True)}
 
 
 def input_files(input_base: str, pattern: str, kind: str = "file") -> list[str]:

@@ -41,6 +41,7 @@ from bert_tf.tasks import pretraining
 from bert_tf.tasks.pretraining import beam as pretraining_beam
 from bert_tf.text.masking import example_seed
 from tfx_pipeline.components.example_gen_lib import (
+    FINGERPRINT_PARAMETER,
     CustomSpecExampleGen,
     bytes_feature,
     input_files,
@@ -56,6 +57,7 @@ class PretrainingExampleGenSpec(ComponentSpec):
 
     PARAMETERS: ClassVar[dict] = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        **FINGERPRINT_PARAMETER,
         "vocab_file": ExecutionParameter(type=str),
         "do_lower_case": ExecutionParameter(type=int),
         "max_seq_length": ExecutionParameter(type=int),
@@ -177,6 +179,7 @@ class PretrainingExampleGen(CustomSpecExampleGen):
             `create_pretraining_data`'s flags.
         input_config: file patterns under `input_base` (default: every file, one split).
         output_config: output splits by document hash buckets (default train:eval = 2:1).
+        input_fingerprint: open-source KFP: `InputFingerprint.value()` (its cache key).
     """
 
     SPEC_CLASS = PretrainingExampleGenSpec
@@ -193,6 +196,7 @@ class PretrainingExampleGen(CustomSpecExampleGen):
         seed: int = 12345,
         input_config: example_gen_pb2.Input | None = None,
         output_config: example_gen_pb2.Output | None = None,
+        input_fingerprint=None,
     ):
         input_config = input_config or utils.make_default_input_config()
         output_config = output_config or utils.make_default_output_config(input_config)
@@ -206,4 +210,5 @@ class PretrainingExampleGen(CustomSpecExampleGen):
             dupe_factor=dupe_factor,
             short_seq_prob=short_seq_prob,
             seed=seed,
+            input_fingerprint=input_fingerprint,
         )

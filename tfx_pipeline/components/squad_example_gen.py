@@ -36,6 +36,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from bert_tf.tasks import squad
 from bert_tf.text.tokenization import BertTokenizer
 from tfx_pipeline.components.example_gen_lib import (
+    FINGERPRINT_PARAMETER,
     CustomSpecExampleGen,
     bytes_feature,
     input_files,
@@ -52,6 +53,7 @@ POSITIONS = ("start_positions", "end_positions")
 class SquadExampleGenSpec(ComponentSpec):
     PARAMETERS: ClassVar[dict] = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        **FINGERPRINT_PARAMETER,
         "vocab_file": ExecutionParameter(type=str),
         "do_lower_case": ExecutionParameter(type=int),
         "max_seq_length": ExecutionParameter(type=int),
@@ -147,6 +149,7 @@ class SquadExampleGen(CustomSpecExampleGen):
         vocab_file: WordPiece vocab of the model to train.
         do_lower_case, max_seq_length, doc_stride, max_query_length, version_2_with_negative:
             as `bert_tf.run_squad`'s flags.
+        input_fingerprint: open-source KFP: `InputFingerprint.value()` (its cache key).
     """
 
     SPEC_CLASS = SquadExampleGenSpec
@@ -161,6 +164,7 @@ class SquadExampleGen(CustomSpecExampleGen):
         doc_stride: int = 128,
         max_query_length: int = 64,
         version_2_with_negative: bool = False,
+        input_fingerprint=None,
     ):
         if max_seq_length <= max_query_length + 3 or doc_stride <= 0:
             raise ValueError(
@@ -184,4 +188,5 @@ class SquadExampleGen(CustomSpecExampleGen):
             doc_stride=doc_stride,
             max_query_length=max_query_length,
             version_2_with_negative=int(version_2_with_negative),
+            input_fingerprint=input_fingerprint,
         )

@@ -29,6 +29,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from bert_tf.tasks import glue
+from tfx_pipeline.components.example_gen_lib import FINGERPRINT_PARAMETER
 
 # Output split -> the task's file split.
 SPLITS = {"train": glue.TRAIN, "eval": glue.DEV}
@@ -40,6 +41,7 @@ UNLABELLED_SPLITS = {"test": glue.TEST}
 class TextClassificationExampleGenSpec(ComponentSpec):
     PARAMETERS: ClassVar[dict] = {
         **standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+        **FINGERPRINT_PARAMETER,
         "task_name": ExecutionParameter(type=str),
         # {output split: the task's file split}, as JSON; default SPLITS.
         "splits": ExecutionParameter(type=str, optional=True),
@@ -105,13 +107,20 @@ class TextClassificationExampleGen(FileBasedExampleGen):
         task_name: a `bert_tf.tasks.glue` task name (`sst-2`, `mrpc`, ..., `text_classification`).
         splits: {output split: the task's file split}; default `SPLITS` (train and eval),
             `UNLABELLED_SPLITS` for the test file.
+        input_fingerprint: open-source KFP: `InputFingerprint.value()` (its cache key).
     """
 
     SPEC_CLASS = TextClassificationExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
     DRIVER_CLASS = FileBasedDriver
 
-    def __init__(self, input_base: str, task_name: str, splits: dict[str, str] | None = None):
+    def __init__(
+        self,
+        input_base: str,
+        task_name: str,
+        splits: dict[str, str] | None = None,
+        input_fingerprint=None,
+    ):
         glue.get_processor(task_name)  # fail at pipeline construction on an unknown task
         splits = splits or SPLITS
         # The splits' files, so the driver's fingerprint (the cache key) covers them.
@@ -129,6 +138,7 @@ class TextClassificationExampleGen(FileBasedExampleGen):
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             task_name=task_name,
             splits=json.dumps(splits, sort_keys=True),
+            input_fingerprint=input_fingerprint,
             examples=types.Channel(type=standard_artifacts.Examples),
         )
         # Not FileBasedExampleGen.__init__ (it builds the narrower standard spec); still a

@@ -44,10 +44,14 @@ def _serving_meta_graph(saved_model, export_dir: str) -> meta_graph_pb2.MetaGrap
     raise ValueError(f"{export_dir}: no MetaGraphDef with tags {{'serve'}}")
 
 
+def read_serving_meta_graph(export_dir: str) -> meta_graph_pb2.MetaGraphDef:
+    """The MetaGraphDef TF Serving loads (tags {"serve"}) from `saved_model.pb`."""
+    return _serving_meta_graph(_read_saved_model(export_dir), export_dir)
+
+
 def read_signature_defs(export_dir: str) -> dict[str, meta_graph_pb2.SignatureDef]:
     """Returns the serving MetaGraphDef's SignatureDefs, method names included."""
-    meta_graph = _serving_meta_graph(_read_saved_model(export_dir), export_dir)
-    return dict(meta_graph.signature_def)
+    return dict(read_serving_meta_graph(export_dir).signature_def)
 
 
 def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:

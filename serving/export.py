@@ -14,6 +14,11 @@ trained model (another number of labels, regression vs classes, a vocab of anoth
 `--max_seq_length` above the config's `max_position_embeddings`) is a one-line error naming the
 flag and the file.
 
+Every version is checked before it appears: an op that the stock `tensorflow_model_server`
+2.16.1 does not register (`serving/op_check.py`: core TF + tensorflow-text 2.12.1's `ops_lib`,
+as in TF Serving 2.13-2.19) refuses the export with a one-line error naming the op(s), and no
+version folder is left; `--allow_ops=OpA,OpB` names ops a custom-built target server has.
+
 Example:
 
     python -m serving.export --task=encoder --init_checkpoint=$HOME/.cache/bert_tfx/minilm \
@@ -25,16 +30,19 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, fileio, model_source, options
+from bert_tf import checkpoints, model_source, options
 from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
 from bert_tf.text.tokenization import BertPreprocessor
+from serving import op_check
 from serving.export_lib import export_classifier, export_encoder, export_squad
 
 FLAGS = flags.FLAGS
@@ -99,6 +107,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
     )
     define_squad_v2_flags(flag_values)
+    flags.DEFINE_list(
+        "allow_ops",
+        [],
+        "Ops the target model server registers beyond the stock tensorflow_model_server's "
+        f"({op_check.stock_server()}; serving/tf_serving_ops.txt), comma-separated. The export "
+        "is refused, no version written, if it uses any other op outside that list.",
+        flag_values=flag_values,
+    )
 
 
 def _num_classes(num_labels: int | None, label_names: list[str] | None, regression: bool) -> int:
@@ -173,12 +189,15 @@ def build_and_export(
     version_2_with_negative: bool | None = None,
     null_score_diff_threshold: float | None = None,
     single_segment: bool | None = None,
+    allow_ops: Sequence[str] = (),
 ) -> str:
     """Builds the `task` model, loads `init_checkpoint` and exports it (the script's work).
 
     Options left None come from the `task_info.json` beside `init_checkpoint` (a run_classifier
     / run_squad output folder; `task` too), else from the flags' defaults; given ones override
-    it. Raises ValueError (naming the flag, and the file it disagrees with) on bad arguments.
+    it. Raises ValueError (naming the flag, and the file it disagrees with) on bad arguments,
+    and `op_check.OpsOutsideError` (a ValueError; no version written) if the model uses an op
+    that the stock TF Serving does not register and `allow_ops` does not name.
     """
     info_path, info = checkpoints.read_task_info(init_checkpoint) or ("", {})
     if task is None:
@@ -231,7 +250,7 @@ def build_and_export(
         model = BertSpanLabeler(encoder)
     checkpoints.load_pretrained(model, init_checkpoint)
     if task == "encoder":
-        return export_encoder(model, preprocessor, export_dir, version)
+        return export_encoder(model, preprocessor, export_dir, version, allow_ops=allow_ops)
     if task == "classifier":
         return export_classifier(
             model,
@@ -241,6 +260,7 @@ def build_and_export(
             label_names or None,
             regression,
             single_segment=bool(option("single_segment", single_segment)),
+            allow_ops=allow_ops,
         )
     return export_squad(
         model,
@@ -252,6 +272,7 @@ def build_and_export(
         max_answer_length=option("max_answer_length", max_answer_length),
         version_2_with_negative=option("version_2_with_negative", version_2_with_negative),
         null_score_diff_threshold=option("null_score_diff_threshold", null_score_diff_threshold),
+        allow_ops=allow_ops,
     )
 
 
@@ -274,7 +295,7 @@ def main(argv: list[str]) -> None:
     for name in ("init_checkpoint", "export_dir"):
         if not FLAGS[name].value:
             sys.exit(f"error: --{name} is required")
-    if not fileio.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
+    if not os.path.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
         FLAGS.init_checkpoint + ".index"
     ):
         sys.exit(f"error: --init_checkpoint={FLAGS.init_checkpoint}: no such checkpoint")
@@ -289,6 +310,7 @@ def main(argv: list[str]) -> None:
             version=FLAGS.version,
             num_labels=FLAGS.num_labels,
             label_names=FLAGS.label_names,
+            allow_ops=FLAGS.allow_ops,
             **given,
         )
     except (ValueError, OSError) as e:

@@ -36,6 +36,9 @@ full `max_seq_length` (the padding never reaches a real position), at the cost o
 request's own length.
 
 Loading an export needs `import tensorflow_text` first (its ops); nothing else from this repo.
+Every export uses only ops that the stock `tensorflow_model_server` 2.16.1 registers (core TF
+and tensorflow-text 2.12.1's `ops_lib`); `serving.op_check` refuses one that does not before its
+version appears, unless `allow_ops` names the extra ops (a server built with them).
 
 The command line over these is `serving/export.py` (`python -m serving.export`).
 """
@@ -63,6 +66,7 @@ from bert_tf.text.tokenization import (
     pair_features,
     trim_to_longest,
 )
+from serving import op_check
 from serving.signatures import WARMUP_FILE, set_method_names
 
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
@@ -109,6 +113,17 @@ def _warmup_log(model_name: str, inputs: dict) -> prediction_log_pb2.PredictionL
     return log
 
 
+def _first_missing_folder(path: str) -> str | None:
+    """The outermost of `path` and its parents that does not exist (None: `path` exists)."""
+    missing = None
+    while not tf.io.gfile.isdir(path):
+        missing, parent = path, os.path.dirname(path.rstrip("/"))
+        if parent in ("", path) or parent.endswith(":"):  # a root, or "scheme:" of a URI
+            break
+        path = parent
+    return missing
+
+
 def _write_version(
     archive: keras.export.ExportArchive,
     export_dir: str | os.PathLike,
@@ -117,10 +132,14 @@ def _write_version(
     warmup: list[dict[str, list[str]]],
     method_names: dict[str, str] | None = None,
     extra_files: dict[str, str] | None = None,
+    allow_ops: Sequence[str] = (),
 ) -> str:
     """Writes `archive` as `<export_dir>/<version>` (atomically); returns that path.
 
     `extra_files`: {path relative to the version folder: text} written beside the model.
+    Raises `op_check.OpsOutsideError` before the version appears (and removes the folders it
+    created for `export_dir`) if the model uses an op that the stock TF Serving lacks and
+    `allow_ops` does not name.
     """
     export_dir = os.fspath(export_dir)
     if not fileio.is_remote(export_dir):
@@ -131,24 +150,36 @@ def _write_version(
     target = os.path.join(export_dir, str(version))
     if tf.io.gfile.exists(target):
         raise ValueError(f"{target} already exists: choose another version")
+    created = _first_missing_folder(export_dir)
     tf.io.gfile.makedirs(export_dir)
     # Written under a non-numeric name beside the versions, which TF Serving's poller ignores,
     # then renamed; default permissions, so a model server running as another user (a TF
     # Serving container with runAsNonRoot) reads it. Local or any tf.io.gfile URI (gs://).
-    with fileio.atomic_dir(target, prefix=f".tmp-export-{version}-") as tmp:
-        archive.write_out(tmp, verbose=False)
-        if method_names:
-            set_method_names(tmp, method_names)
-        tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
-        with tf.io.gfile.GFile(os.path.join(tmp, VOCAB_ASSET), "w") as f:
-            f.write("".join(token + "\n" for token in vocabulary))
-        for name, text in (extra_files or {}).items():
-            with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
-                f.write(text)
-        tf.io.gfile.makedirs(os.path.join(tmp, "assets.extra"))
-        with tf.io.TFRecordWriter(os.path.join(tmp, WARMUP_FILE)) as writer:
-            for inputs in warmup:
-                writer.write(_warmup_log(os.path.basename(export_dir), inputs).SerializeToString())
+    try:
+        with fileio.atomic_dir(target, prefix=f".tmp-export-{version}-") as tmp:
+            archive.write_out(tmp, verbose=False)
+            # Before the version appears: the stock model server must have every op.
+            op_check.check_ops(tmp, allow_ops, shown_as=target)
+            if method_names:
+                set_method_names(tmp, method_names)
+            tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
+            with tf.io.gfile.GFile(os.path.join(tmp, VOCAB_ASSET), "w") as f:
+                f.write("".join(token + "\n" for token in vocabulary))
+            for name, text in (extra_files or {}).items():
+                with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
+                    f.write(text)
+            tf.io.gfile.makedirs(os.path.join(tmp, "assets.extra"))
+            with tf.io.TFRecordWriter(os.path.join(tmp, WARMUP_FILE)) as writer:
+                for inputs in warmup:
+                    writer.write(
+                        _warmup_log(os.path.basename(export_dir), inputs).SerializeToString()
+                    )
+    except BaseException:
+        # Nothing left behind: not even the folders this export created for the model (while
+        # they hold no file).
+        if created and not any(files for _, _, files in tf.io.gfile.walk(created)):
+            tf.io.gfile.rmtree(created)
+        raise
     logging.info("exported %s", target)
     return target
 
@@ -221,13 +252,15 @@ def export_encoder(
     preprocessor: BertPreprocessor,
     export_dir: str | os.PathLike,
     version: int | None = None,
+    allow_ops: Sequence[str] = (),
 ) -> str:
     """Exports a `BertEncoder` (or a task model's encoder); returns the version path.
 
     `serving_default`: `text` -> `pooled_output` [batch, H], `sequence_output` [batch, S, H],
     `input_mask` [batch, S] (S = `preprocessor.seq_length`). A `BertPretrainer` also gets
     `fill_mask` and `pretraining_logits` (see the module docstring). `version` defaults to the
-    next free integer.
+    next free integer. `allow_ops`: ops the target model server has beyond the stock TF
+    Serving's (`serving.op_check`); any other op outside that list refuses the export.
     """
     encoder = find_encoder(model)
 
@@ -253,7 +286,12 @@ def export_encoder(
         endpoints[PRETRAINING_SIGNATURE] = (_pretraining_logits(model), [ids] * 4)
     archive = _archive([model, preprocessor], endpoints)
     return _write_version(
-        archive, export_dir, version, preprocessor.tokenizer.vocabulary, _ENCODER_WARMUP
+        archive,
+        export_dir,
+        version,
+        preprocessor.tokenizer.vocabulary,
+        _ENCODER_WARMUP,
+        allow_ops=allow_ops,
     )
 
 
@@ -268,6 +306,7 @@ def export_classifier(
     label_names: Sequence[str] | None = None,
     regression: bool = False,
     single_segment: bool = False,
+    allow_ops: Sequence[str] = (),
 ) -> str:
     """Exports a `BertClassifier` with `serving_default` and `classify` (or `regress`).
 
@@ -276,6 +315,7 @@ def export_classifier(
     1-output classifier) -> `outputs` [batch]. With `single_segment=True` (a model trained on
     single sentences) `serving_default` takes `text_a` alone. `classify` / `regress` take
     serialized tf.Examples (`inputs`) with bytes features `text_a` and optionally `text_b`.
+    `allow_ops`: as `export_encoder`'s.
     """
     num_classes = classifier.output_shape[-1]
     if regression and num_classes != 1:
@@ -351,6 +391,7 @@ def export_classifier(
         preprocessor.tokenizer.vocabulary,
         warmup_inputs,
         {examples_key: method},
+        allow_ops=allow_ops,
     )
 
 
@@ -367,6 +408,7 @@ def export_squad(
     max_answer_length: int = 30,
     version_2_with_negative: bool = False,
     null_score_diff_threshold: float = 0.0,
+    allow_ops: Sequence[str] = (),
 ) -> str:
     """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) ->
     `bert_tf.tasks.squad.ingraph.squad_answers`.
@@ -375,6 +417,7 @@ def export_squad(
     v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than
     `null_score_diff_threshold` (a constant in the graph) and also returns `null_score_diff`.
     The decoding options are written to `assets/squad_options.json` for users to read.
+    `allow_ops`: as `export_encoder`'s.
     """
     if not 1 <= max_query_length <= preprocessor.seq_length - 4:
         raise ValueError(
@@ -431,4 +474,5 @@ def export_squad(
         preprocessor.tokenizer.vocabulary,
         _SQUAD_WARMUP,
         extra_files={SQUAD_OPTIONS_ASSET: json.dumps(options, indent=2) + "\n"},
+        allow_ops=allow_ops,
     )

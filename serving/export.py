@@ -30,14 +30,13 @@ Example:
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bert_tf import checkpoints, model_source, options
+from bert_tf import checkpoints, fileio, model_source, options
 from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
@@ -295,7 +294,7 @@ def main(argv: list[str]) -> None:
     for name in ("init_checkpoint", "export_dir"):
         if not FLAGS[name].value:
             sys.exit(f"error: --{name} is required")
-    if not os.path.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
+    if not fileio.exists(FLAGS.init_checkpoint) and not tf.io.gfile.exists(
         FLAGS.init_checkpoint + ".index"
     ):
         sys.exit(f"error: --init_checkpoint={FLAGS.init_checkpoint}: no such checkpoint")

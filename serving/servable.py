@@ -13,7 +13,9 @@ import grpc
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops BERT SavedModels use)
+from absl import logging
 
+from serving import op_check
 from serving.signatures import read_signature_defs
 
 DEFAULT_SIGNATURE = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
@@ -122,7 +124,22 @@ class Servable:
 
 
 def load_servable(name: str, version: int, path: str) -> Servable:
-    """Loads the SavedModel at `path` as version `version` of model `name`."""
+    """Loads the SavedModel at `path` as version `version` of model `name`.
+
+    Logs a warning naming the ops the stock `tensorflow_model_server` does not register
+    (`serving.op_check`): this server runs them (it imports every tensorflow-text op), the
+    stock one would not load that version.
+    """
     signature_defs = read_signature_defs(path)
     module = tf.saved_model.load(path, tags=[tf.saved_model.SERVING])
+    outside = op_check.ops_outside(path)
+    if outside:
+        logging.warning(
+            "%s version %d uses op(s) %s that the stock %s does not register: served here, "
+            "but TF Serving 2.13-2.19 would not load it",
+            name,
+            version,
+            ", ".join(outside),
+            op_check.stock_server(),
+        )
     return Servable(name, version, path, module, signature_defs)

@@ -6,6 +6,11 @@ server runs the real one unchanged. When a `tensorflow_model_server` binary is o
 and the request limits `--rest_api_max_request_bytes`, `--max_request_batch_size`; see
 SECURITY.md).
 
+This server imports tensorflow_text, so it runs every tensorflow-text op; the stock
+`tensorflow_model_server` 2.13-2.19 registers only core TF and tensorflow-text 2.12.1's `ops_lib`
+(serving/tf_serving_ops.txt). Loading a version that uses an op outside that list logs a warning
+naming it: the stock server would refuse that version. `python -m serving.export` writes none.
+
 Example:
 
     python -m serving.server --port=8500 --rest_api_port=8501 \\

@@ -1,5 +1,5 @@
 """ServingCheck on tiny exports: its executor infra-blesses a servable one, and not one that
-does not load, answers differently from the export in-process, or is not available in time
+uses an op the stock TF Serving lacks (unless allowed), does not load, answers differently from the export in-process, or is not available in time
 (without raising); the model server is gone afterwards either way. Our Pusher pushes nothing
 without the infra blessing, also in a small pipeline on the local runner (ServingCheck ->
 Pusher), and in the same pipeline compiled for Kubeflow and run by the KFP launcher stand-in.
@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import tensorflow as tf
+import tensorflow_text as tf_text
+from tfx import types
 from tfx.types import standard_artifacts
 
 from serving.signatures import WARMUP_FILE
@@ -54,14 +56,14 @@ def _server_children() -> list[str]:
     return found
 
 
-def _check(tmp_path: Path, export_dir: Path, timeout_seconds: int = 300):
+def _check(tmp_path: Path, export_dir: Path, timeout_seconds: int = 300, **properties):
     blessing = standard_artifacts.InfraBlessing()
     blessing.uri = str(tmp_path / "blessing")
     os.makedirs(blessing.uri)
     serving_check.Executor().Do(
         {"model": [_model_artifact(export_dir)]},
         {"blessing": [blessing]},
-        {"model_name": "strings", "timeout_seconds": timeout_seconds},
+        {"model_name": "strings", "timeout_seconds": timeout_seconds, **properties},
     )
     assert not _server_children()  # stopped in every case
     return blessing
@@ -125,6 +127,44 @@ def test_a_model_not_available_in_time_is_not_blessed(tmp_path):
     """The deadline bounds the wait (here shorter than the server's start): a clear reason."""
     reason = _not_blessed(_check(tmp_path, _strings_export(tmp_path), timeout_seconds=2))
     assert reason.startswith("timed out: "), reason
+
+
+class TrimmingModel(tf.Module):
+    """`text` -> its first two words, by tf_text.RoundRobinTrimmer: op TFText>RoundRobinTrim,
+    which the stock TF Serving 2.13-2.19 lacks (tensorflow-text 2.12.1's ops_lib)."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(self, text):
+        words = tf.strings.split(text)
+        return {"first_words": tf_text.RoundRobinTrimmer(2).trim([words])[0].to_tensor("")}
+
+
+def test_an_op_the_stock_server_lacks_is_not_blessed_unless_allowed(tmp_path):
+    """Our server would answer (it imports tensorflow_text), the stock one would not load it:
+    not blessed before any server starts, naming the op; blessed once `allow_ops` names it."""
+    export_dir = tmp_path / "model" / "Format-Serving"
+    save_strings_model(tmp_path / "strings", warmup_requests=1)
+    module = TrimmingModel()
+    tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.serve})
+    (export_dir / WARMUP_FILE).parent.mkdir()
+    (export_dir / WARMUP_FILE).write_bytes((tmp_path / "strings" / WARMUP_FILE).read_bytes())
+    blessing = _check(tmp_path / "stock", export_dir)
+    reason = _not_blessed(blessing)
+    assert reason.startswith(f"{export_dir} uses op(s) TFText>RoundRobinTrim that the stock "), (
+        reason
+    )
+    assert "tensorflow_model_server 2.16.1" in reason
+    assert reason.endswith("ServingCheck(allow_ops=...): TFText>RoundRobinTrim")
+    assert serving_check.SERVER_LOG not in os.listdir(blessing.uri)  # no server was started
+
+    blessing = _check(tmp_path / "custom", export_dir, allow_ops="TFText>RoundRobinTrim")
+    assert blessing.get_int_custom_property("blessed") == 1
+    component = serving_check.ServingCheck(
+        model=types.Channel(type=standard_artifacts.Model),
+        model_name="m",
+        allow_ops=["TFText>RoundRobinTrim", "OpB"],
+    )
+    assert component.exec_properties["allow_ops"] == "TFText>RoundRobinTrim,OpB"
 
 
 def test_the_pusher_pushes_nothing_without_the_infra_blessing(tmp_path):

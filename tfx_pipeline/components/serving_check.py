@@ -5,19 +5,23 @@ the model server as a child process on free loopback ports: `python -m serving.s
 execs the real `tensorflow_model_server` when that binary is on PATH (the image that serves it)
 and is this repo's compatible server otherwise. It
 
-1. copies the Trainer's export in as version 1 of `model_name` (TF Serving's layout) and starts
+1. checks the export's ops (`serving.op_check`): one that the stock `tensorflow_model_server`
+   (TF Serving 2.16.1: core TF + tensorflow-text 2.12.1's `ops_lib`) does not register, and
+   `allow_ops` does not name, is not blessed at once, naming the op: this repo's server runs
+   such a model (it imports tensorflow_text) but the stock one would fail to load it;
+2. copies the Trainer's export in as version 1 of `model_name` (TF Serving's layout) and starts
    the server on it, which replays the export's warmup requests as it loads
    (`assets.extra/tf_serving_warmup_requests`, written by `serving.export`);
-2. meanwhile loads the export in this process (`tf.saved_model.load`) and runs each warmup
+3. meanwhile loads the export in this process (`tf.saved_model.load`) and runs each warmup
    request's signature on its inputs: the expected answers;
-3. sends every warmup request (PredictRequests) to the server over gRPC (`ServingClient`) and
+4. sends every warmup request (PredictRequests) to the server over gRPC (`ServingClient`) and
    over REST (`rest_predict`), and checks each answer against the expected one: the same output
    names and shapes, strings and integers equal, floats within `ATOL + RTOL * |expected|`
    (`np.allclose`; a separately built `tensorflow_model_server` may round differently);
-4. stops the server (SIGTERM, then SIGKILL if it has not exited after a minute) in all cases.
+5. stops the server (SIGTERM, then SIGKILL if it has not exited after a minute) in all cases.
 
-Blessed: the model loaded and every answer matched. Anything else (the export does not load, in
-the server or in-process; the server exits or does not make the model available; a request
+Blessed: every op is in the stock list (or `allow_ops`), the model loaded and every answer
+matched. Anything else (an op outside; the export does not load, in the server or in-process; the server exits or does not make the model available; a request
 fails or times out; an answer differs; no warmup requests to send) is not blessed, as TFX's
 InfraValidator marks it: `blessed` = 0 and an `INFRA_NOT_BLESSED` file, plus the custom property
 `not_blessed_reason`. The component does not fail then, so the Pusher (which reads `blessed`)
@@ -31,6 +35,7 @@ compared: requests x 2 APIs). The server's log is copied beside them, `model_ser
 Example (in a pipeline):
 
     check = ServingCheck(model=trainer.outputs["model"], model_name="bert")
+    # a model server built with more ops: ServingCheck(..., allow_ops=["OpA", "OpB"])
     pusher = Pusher(..., infra_blessing=check.outputs["blessing"])
 """
 
@@ -41,6 +46,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import grpc
@@ -55,7 +61,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import io_utils, path_utils
 
-from serving import MODEL_SERVER_BINARY
+from serving import MODEL_SERVER_BINARY, op_check
 from serving.client import ServingClient, make_ndarray, rest_predict
 from serving.process import ServerProcess
 from serving.signatures import WARMUP_FILE
@@ -84,6 +90,8 @@ class ServingCheckSpec(ComponentSpec):
     PARAMETERS: ClassVar[dict] = {
         "model_name": ExecutionParameter(type=str),
         "timeout_seconds": ExecutionParameter(type=int),
+        # Comma-separated: ops the target server has beyond the stock list (serving.op_check).
+        "allow_ops": ExecutionParameter(type=str, optional=True),
     }
     INPUTS: ClassVar[dict] = {"model": ChannelParameter(type=standard_artifacts.Model)}
     OUTPUTS: ClassVar[dict] = {"blessing": ChannelParameter(type=standard_artifacts.InfraBlessing)}
@@ -232,11 +240,26 @@ def model_server_program() -> str:
     return MODEL_SERVER_BINARY if shutil.which(MODEL_SERVER_BINARY) else "serving.server"
 
 
-def check_serving(export_dir: str, work_dir: str, model_name: str, timeout_seconds: float) -> int:
-    """Serves `export_dir` and checks its answers (see the module docstring); returns how many
-    answers it compared. Raises CheckFailed (or the error met) when the model is not servable.
-    `work_dir`: a local folder for the model copy and `SERVER_LOG`."""
+def check_serving(
+    export_dir: str,
+    work_dir: str,
+    model_name: str,
+    timeout_seconds: float,
+    allow_ops: Sequence[str] = (),
+) -> int:
+    """Checks the ops of `export_dir`, serves it and checks its answers (see the module
+    docstring); returns how many answers it compared. Raises CheckFailed (or the error met)
+    when the model is not servable. `work_dir`: a local folder for the model copy and
+    `SERVER_LOG`."""
     deadline = time.monotonic() + timeout_seconds
+    try:
+        op_check.check_ops(
+            export_dir, allow_ops, allow_hint="list them in ServingCheck(allow_ops=...): {ops}"
+        )
+    except op_check.OpsOutsideError as e:
+        raise CheckFailed(str(e)) from None
+    except Exception as e:  # its saved_model.pb does not parse: what loading it reads first
+        raise CheckFailed(f"the export does not load in-process: {_first_line(e)}") from e
     requests = warmup_requests(export_dir)
     base_path = os.path.join(work_dir, "models", model_name)
     io_utils.copy_dir(export_dir, os.path.join(base_path, "1"))  # local: the server reads it
@@ -289,6 +312,7 @@ class Executor(base_executor.BaseExecutor):
                     work_dir,
                     exec_properties["model_name"],
                     exec_properties["timeout_seconds"],
+                    [op for op in (exec_properties.get("allow_ops") or "").split(",") if op],
                 )
             except Exception as e:  # as TFX's InfraValidator: not blessed, the run goes on
                 reason = str(e) if isinstance(e, CheckFailed) else _first_line(e)
@@ -311,6 +335,8 @@ class ServingCheck(base_component.BaseComponent):
         model: the Trainer's model.
         model_name: the name it is served under (the Pusher's model name).
         timeout_seconds: the whole check's limit (loading and requests); past it, not blessed.
+        allow_ops: ops the target model server registers beyond the stock TF Serving's
+            (`serving/tf_serving_ops.txt`); any other op outside that list is not blessed.
     """
 
     SPEC_CLASS = ServingCheckSpec
@@ -321,11 +347,15 @@ class ServingCheck(base_component.BaseComponent):
         model: types.BaseChannel,
         model_name: str,
         timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
+        allow_ops: Sequence[str] = (),
     ):
+        # Only when given: an unchanged spec (and compiled pipeline) otherwise.
+        extra = {"allow_ops": ",".join(allow_ops)} if allow_ops else {}
         spec = ServingCheckSpec(
             model=model,
             model_name=model_name,
             timeout_seconds=timeout_seconds,
             blessing=types.Channel(type=standard_artifacts.InfraBlessing),
+            **extra,
         )
         super().__init__(spec=spec)

@@ -8,11 +8,11 @@ checkpoints lie `bert_config.json`, `vocab.txt` and `task_info.json` (the task, 
 order or regression, single sentence or pair, `do_lower_case`, `max_seq_length`; for SQuAD
 the decoding options), which give `--task` and the defaults of `--label_names`,
 `--regression`, `--single_segment`, `--do_lower_case`, `--max_seq_length`, `--doc_stride`,
-`--max_query_length`, `--max_answer_length`, `--version_2_with_negative` and
-`--null_score_diff_threshold`. Flags given explicitly override them; one that cannot fit the
-trained model (another number of labels, regression vs classes, a vocab of another size,
-`--max_seq_length` above the config's `max_position_embeddings`) is a one-line error naming the
-flag and the file.
+`--max_query_length`, `--max_answer_length`, `--n_best_size`, `--version_2_with_negative` and
+`--null_score_diff_threshold` (a SQuAD export answers as `run_squad --do_predict` with them).
+Flags given explicitly override them; one that cannot fit the trained model (another number of
+labels, regression vs classes, a vocab of another size, `--max_seq_length` above the config's
+`max_position_embeddings`) is a one-line error naming the flag and the file.
 
 Every version is checked before it appears: an op that the stock `tensorflow_model_server`
 2.16.1 does not register (`serving/op_check.py`: core TF + tensorflow-text 2.12.1's `ops_lib`,
@@ -105,6 +105,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
     )
+    flags.DEFINE_integer(
+        "n_best_size",
+        20,
+        "SQuAD: start and end candidates per window, as run_squad's flag.",
+        flag_values=flag_values,
+    )
     define_squad_v2_flags(flag_values)
     flags.DEFINE_list(
         "allow_ops",
@@ -141,6 +147,7 @@ _OPTION_DEFAULTS = {
     "doc_stride": 128,
     "max_query_length": 64,
     "max_answer_length": 30,
+    "n_best_size": 20,
     "version_2_with_negative": False,
     "null_score_diff_threshold": 0.0,
 }
@@ -185,6 +192,7 @@ def build_and_export(
     doc_stride: int | None = None,
     max_query_length: int | None = None,
     max_answer_length: int | None = None,
+    n_best_size: int | None = None,
     version_2_with_negative: bool | None = None,
     null_score_diff_threshold: float | None = None,
     single_segment: bool | None = None,
@@ -269,6 +277,7 @@ def build_and_export(
         doc_stride=option("doc_stride", doc_stride),
         max_query_length=option("max_query_length", max_query_length),
         max_answer_length=option("max_answer_length", max_answer_length),
+        n_best_size=option("n_best_size", n_best_size),
         version_2_with_negative=option("version_2_with_negative", version_2_with_negative),
         null_score_diff_threshold=option("null_score_diff_threshold", null_score_diff_threshold),
         allow_ops=allow_ops,
@@ -284,6 +293,7 @@ _INFO_FLAGS = (
     "doc_stride",
     "max_query_length",
     "max_answer_length",
+    "n_best_size",
     "version_2_with_negative",
     "null_score_diff_threshold",
 )

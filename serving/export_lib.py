@@ -408,10 +408,12 @@ def export_squad(
     max_answer_length: int = 30,
     version_2_with_negative: bool = False,
     null_score_diff_threshold: float = 0.0,
+    n_best_size: int = 20,
     allow_ops: Sequence[str] = (),
 ) -> str:
     """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) ->
-    `bert_tf.tasks.squad.ingraph.squad_answers`.
+    `bert_tf.tasks.squad.ingraph.squad_answers`, which answers as `run_squad --do_predict` with
+    the same options (its `n_best_size` start and end candidates per window included).
 
     `preprocessor.seq_length` is the window length (google-research `max_seq_length`). A SQuAD
     v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than
@@ -425,7 +427,11 @@ def export_squad(
             f"{preprocessor.seq_length} minus [CLS], two [SEP] and one context token), "
             f"got {max_query_length}"
         )
-    for name, value in (("doc_stride", doc_stride), ("max_answer_length", max_answer_length)):
+    for name, value in (
+        ("doc_stride", doc_stride),
+        ("max_answer_length", max_answer_length),
+        ("n_best_size", n_best_size),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     null_score_diff_threshold = float(null_score_diff_threshold)
@@ -445,6 +451,7 @@ def export_squad(
         "doc_stride": doc_stride,
         "max_query_length": max_query_length,
         "max_answer_length": max_answer_length,
+        "n_best_size": n_best_size,
         "version_2_with_negative": bool(version_2_with_negative),
         "null_score_diff_threshold": null_score_diff_threshold,
     }
@@ -460,6 +467,7 @@ def export_squad(
             max_answer_length,
             bool(version_2_with_negative),
             null_score_diff_threshold,
+            n_best_size,
         )
 
     spec = [

@@ -234,6 +234,12 @@ class SquadOptions(FineTuningOptions):
     doc_stride: int = option(128, "Tokens between the starts of a context's windows", minimum=1)
     max_query_length: int = option(64, "Question tokens kept at most", minimum=1)
     max_answer_length: int = option(30, "Answer tokens at most (serving)", minimum=1)
+    n_best_size: int = option(
+        20,
+        "Start and end candidates per window of the pushed model's span search (serving; "
+        "google-research run_squad.py's flag and default)",
+        minimum=1,
+    )
     version_2_with_negative: bool = option(
         False, 'SQuAD v2.0: questions may have no answer (the model may answer "")'
     )

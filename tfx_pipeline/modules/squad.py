@@ -68,6 +68,7 @@ def _export(serving_model_dir: str, model, preprocessor, options: dict) -> None:
         doc_stride=options["doc_stride"],
         max_query_length=options["max_query_length"],
         max_answer_length=options["max_answer_length"],
+        n_best_size=options["n_best_size"],
         version_2_with_negative=bool(options["version_2_with_negative"]),
         null_score_diff_threshold=float(options["null_score_diff_threshold"]),
     )

@@ -82,9 +82,13 @@ def read_squad_json(input_file: str | os.PathLike) -> list[dict]:
     return data["data"]
 
 
+# What separates the context's doc words: google-research's `is_whitespace` (U+202F, narrow
+# no-break space, occurs in SQuAD contexts). `ingraph` splits served contexts on the same.
+DOC_WHITESPACE = " \t\r\n\u202f"
+
+
 def _is_whitespace(c: str) -> bool:
-    # google-research's definition: U+202F (narrow no-break space) occurs in SQuAD contexts.
-    return c in " \t\r\n" or ord(c) == 0x202F
+    return c in DOC_WHITESPACE
 
 
 def _split_words(text: str) -> tuple[list[str], list[int]]:

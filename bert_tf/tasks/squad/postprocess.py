@@ -116,7 +116,7 @@ def _candidates(
     for feature_index, feature in features:
         starts, ends = start_logits[feature_index], end_logits[feature_index]
         if with_null:
-            null_score = starts[0] + ends[0]
+            null_score = float(starts[0]) + float(ends[0])  # Python floats, as google's
             if null is None or null_score < null.start_logit + null.end_logit:
                 null = _Candidate(feature_index, 0, 0, float(starts[0]), float(ends[0]))
         for start in _best_indexes(starts, n_best_size):

@@ -1,6 +1,8 @@
 """extract_features: google-research's JSON-lines layout, real weights, clear flag errors."""
 
+import dataclasses
 import json
+import logging
 import subprocess
 import sys
 
@@ -8,6 +10,7 @@ import pytest
 
 from bert_tf import extract_features
 from bert_tf.extract_features import read_examples
+from bert_tf.modeling.configs import BertConfig
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -105,3 +108,41 @@ def test_hf_config_json_as_bert_config_file(tmp_path, minilm_dir, run_main):
     )
     (record,) = [json.loads(line) for line in output_file.read_text().splitlines()]
     assert [f["token"] for f in record["features"]] == ["[CLS]", "hello", "world", "[SEP]"]
+
+
+def _cls_values(run_main, tmp_path, minilm_dir, *args: str) -> list[float]:
+    (tmp_path / "input.txt").write_text("A man is eating food.\n")
+    output_file = tmp_path / "features.jsonl"
+    run_main(
+        extract_features,
+        f"--input_file={tmp_path / 'input.txt'}",
+        f"--output_file={output_file}",
+        f"--init_checkpoint={minilm_dir}",
+        "--layers=-1",
+        "--max_seq_length=16",
+        *args,
+    )
+    (record,) = [json.loads(line) for line in output_file.read_text().splitlines()]
+    return record["features"][0]["layers"][0]["values"]
+
+
+def test_bert_config_file_chooses_the_gelu_form(tmp_path, minilm_dir, run_main, caplog):
+    """google's checkpoints say "gelu" (erf) beside code computing the tanh form: a
+    --bert_config_file saying "gelu_tanh" loads the same weights (one log line) and computes
+    the tanh form; any other difference from the checkpoint's config stays an error."""
+    own = BertConfig.from_json_file(minilm_dir / "config.json")
+    assert own.hidden_act == "gelu"
+    erf = _cls_values(run_main, tmp_path, minilm_dir)
+    tanh_config = tmp_path / "tanh.json"
+    dataclasses.replace(own, hidden_act="gelu_tanh").to_json_file(tanh_config)
+    with caplog.at_level(logging.INFO):
+        tanh = _cls_values(run_main, tmp_path, minilm_dir, f"--bert_config_file={tanh_config}")
+    chosen = [r for r in caplog.records if "computing hidden_act 'gelu_tanh'" in r.getMessage()]
+    assert len(chosen) == 1 and "not 'gelu'" in chosen[0].getMessage()
+    # Same weights, the other function: close, not equal.
+    assert tanh == pytest.approx(erf, abs=0.05) and tanh != pytest.approx(erf, abs=1e-6)
+    for field, value in (("hidden_act", "relu"), ("intermediate_size", 512)):
+        other = tmp_path / f"{field}.json"
+        dataclasses.replace(own, **{"hidden_act": "gelu_tanh", field: value}).to_json_file(other)
+        with pytest.raises(SystemExit, match=f"config differs from the model's: {field}"):
+            _cls_values(run_main, tmp_path, minilm_dir, f"--bert_config_file={other}")

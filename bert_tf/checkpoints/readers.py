@@ -34,7 +34,12 @@ from bert_tf.checkpoints.names import (
     table,
 )
 from bert_tf.checkpoints.training_checkpoints import MODEL_CONFIG_KEY, MODEL_CONFIG_TENSOR
-from bert_tf.modeling.configs import BertConfig, canonical_activation
+from bert_tf.modeling.configs import (
+    GELU_ERF_NAMES,
+    GELU_TANH_NAMES,
+    BertConfig,
+    canonical_activation,
+)
 
 # Imported for its side effect: the task model classes register themselves for Keras
 # deserialization (object-based checkpoints store the model's config).
@@ -214,8 +219,30 @@ def config_diffs(model_config: BertConfig, checkpoint_config: BertConfig) -> lis
 def _check_config(model_config: BertConfig, source: CheckpointSource) -> None:
     if source.config is None:
         return
-    if diffs := config_diffs(model_config, source.config):
+    checkpoint_config = source.config
+    chosen, own = model_config.hidden_act, checkpoint_config.hidden_act
+    # The GELU form (erf or tanh) is not in the weights, and google's checkpoints say "gelu"
+    # (erf) beside code that computes the tanh form: the model's config (an explicit
+    # --bert_config_file) chooses it. Any other difference is another model.
+    gelus = {*GELU_ERF_NAMES, *GELU_TANH_NAMES}
+    gelu_form = (
+        chosen in gelus
+        and own in gelus
+        and canonical_activation(chosen) != canonical_activation(own)
+    )
+    if gelu_form:
+        checkpoint_config = dataclasses.replace(checkpoint_config, hidden_act=chosen)
+    if diffs := config_diffs(model_config, checkpoint_config):
         raise ValueError(f"{source.path}: config differs from the model's: " + "; ".join(diffs))
+    if gelu_form:
+        logging.info(
+            "%s: computing hidden_act %r (%s GELU) as the given config says, not %r of the "
+            "checkpoint's own config: both on the same weights",
+            source.path,
+            chosen,
+            "tanh-approximated" if chosen in GELU_TANH_NAMES else "exact erf",
+            own,
+        )
 
 
 def load_pretrained(
@@ -239,7 +266,8 @@ def load_pretrained(
     unless the matching `allow_missing` / `allow_unexpected` / `skip_mismatch` is set, in which
     case those variables are skipped and logged. Raises ValueError when the checkpoint's own
     config (bert_config.json / config.json beside it, or the one a training checkpoint stores)
-    differs in architecture.
+    differs in architecture; the GELU form alone (erf or tanh) is the model's config's choice,
+    logged in one line.
     """
     source = read_checkpoint(init_checkpoint)
     encoder = find_encoder(model)

@@ -40,18 +40,49 @@ What a KFP v2 backend does for each task of `root.dag.tasks`, and what this modu
   KFP's backend does not implement them ("resolver executors not implemented") and the
   project's pipelines must not need them.
 
-Not modelled: caching (every task runs: a run with caching on would reuse the previous run's
-evaluator and push nothing new), retries, resource limits and accelerators (ignored), conditions, loops, exit handlers and sub-DAGs (rejected with a clear error), and ML
-Metadata itself (artifact names are Vertex-style resource names made up per run).
+Two backends (`backend=`), where they differ:
+
+- `"kfp"`, open-source Kubeflow Pipelines v2: no `lifecycle.preCacheCheck` (its driver does not
+  run it); the executor output at the pod-local `/tmp/kfp_outputs/output_metadata.json`, each
+  task in its own mount namespace (`unshare`, needs root) where that folder is the task's own
+  (so TFX's entrypoint finds no driver output there and takes `kfp_outputs` as the unique id);
+  artifact names are numeric ML Metadata ids, an importer without `reimport` reusing the id of
+  the artifact with the same URI; and KFP's cache (backend/src/v2/cacheutils): a task with
+  `cachingOptions.enableCache` whose key (sha256 of its input parameter values, input artifact
+  ids, output artifact types, output parameter types, image and unresolved command + args)
+  matches an earlier execution of this Launcher is not run, its outputs (same ids and URIs)
+  reused.
+- `"vertex"`: the preCacheCheck, task roots under the pipeline root, artifact names as Vertex
+  resource names, no cache (every task runs).
+
+Both: a container sees the image's environment only (`image_environment`: the Dockerfile's
+`ENV`s, the base image's PATH and LANG, an empty HOME; not this machine's HOME, caches or
+PYTHONPATH); `image_files` {path in the image: local folder} are mounted at those paths
+(`/opt/bert_tfx`, the image's fetch cache with the default vocab), each in the task's mount
+namespace. `ram_buckets` {`ram://NAME`: local folder}: a bucket that every Python process of a
+pod (Beam's worker processes too) sees at that `ram://` URI, read-only, through TensorFlow's
+in-memory file system: a `sitecustomize` on the pods' PYTHONPATH copies the folder there once
+`tensorflow` is imported. Unlike `gs://` here, a `ram://` URI is never rewritten to a local path,
+so a component that reads it with `open()`/`os.path` fails as on a real bucket (TensorFlow 2.16
+cannot register a Python file system, and its GCS client has no emulator endpoint). `ram://`
+has no modification times: its files' fingerprints are names and sizes.
+
+Not modelled: retries, resource limits and accelerators (ignored), conditions, loops, exit
+handlers and sub-DAGs (rejected with a clear error), ML Metadata itself, and writes to a
+`ram://` bucket (each process has its own copy; the pipelines only read data and checkpoints
+there).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import itertools
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -66,6 +97,70 @@ ARTIFACT_NAME_PREFIX = "projects/local/locations/local/metadataStores/default/ar
 _PYTHONS = ("python", "python3", "/usr/bin/python3", "/usr/local/bin/python", "/usr/bin/python")
 _PLACEHOLDER = re.compile(r"\{\{\$[^{}]*\}\}")
 _LOG_TAIL = 6000
+KFP, VERTEX = "kfp", "vertex"
+# Open-source KFP's launcher: the executor output, in the pod (not in the object store).
+POD_OUTPUTS = "/tmp/kfp_outputs"
+POD_OUTPUT_FILE = f"{POD_OUTPUTS}/output_metadata.json"
+# What python:3.10-slim sets (the Dockerfile's FROM); the Dockerfile's ENVs come on top.
+BASE_IMAGE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
+RAM_BUCKETS_ENV = "KFP_LAUNCHER_RAM_BUCKETS"
+# The pods' sitecustomize (see the module docstring): after `import tensorflow`, each ram_buckets
+# folder is copied to its ram:// URI. Hooked on PathFinder, which every finder of the tensorflow
+# package ends at (bert_tf.quiet's finder calls it directly).
+_SITECUSTOMIZE = """
+import importlib.abc, importlib.machinery, json, os
+
+_BUCKETS = json.loads(os.environ.get("KFP_LAUNCHER_RAM_BUCKETS") or "{}")
+_find_spec = importlib.machinery.PathFinder.find_spec
+
+
+class _FillBuckets(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        gfile = module.io.gfile
+        for uri, local in _BUCKETS.items():
+            for folder, _, names in os.walk(local):
+                for name in names:
+                    path = os.path.join(folder, name)
+                    target = uri.rstrip("/") + "/" + os.path.relpath(path, local)
+                    gfile.makedirs(target.rsplit("/", 1)[0])
+                    with open(path, "rb") as f, gfile.GFile(target, "wb") as out:
+                        out.write(f.read())
+
+
+def _find_tensorflow(cls, fullname, path=None, target=None):
+    spec = _find_spec(fullname, path, target)
+    if fullname == "tensorflow" and spec is not None and spec.loader is not None:
+        importlib.machinery.PathFinder.find_spec = _find_spec
+        spec.loader = _FillBuckets(spec.loader)
+    return spec
+
+
+if _BUCKETS:
+    importlib.machinery.PathFinder.find_spec = classmethod(_find_tensorflow)
+"""
+
+
+def image_environment(dockerfile: str | os.PathLike) -> dict[str, str]:
+    """The environment of a container of the Dockerfile's image: BASE_IMAGE_ENV and its `ENV`
+    instructions (KEY=VALUE forms, continuation lines joined)."""
+    env = dict(BASE_IMAGE_ENV)
+    text = re.sub(r"\\\n", " ", Path(dockerfile).read_text())
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for word in shlex.split(line[4:]):
+                key, _, value = word.partition("=")
+                env[key] = value
+    return env
 
 
 class LauncherError(RuntimeError):
@@ -259,6 +354,7 @@ class TaskResult:
     parameters: dict[str, Any]  # output parameter values
     log: Path | None = None
     seconds: float = 0.0
+    cached: bool = False  # KFP: an earlier execution's outputs, the task not run
 
     def artifact(self, key: str) -> dict:
         (found,) = self.outputs[key]
@@ -283,11 +379,13 @@ class Launcher:
         runtime_config: a PipelineJob's runtimeConfig (gcsOutputDirectory, parameterValues).
         python_executable: the Python that replaces the image's `python`.
         pythonpath: folders on the containers' PYTHONPATH (the image has the code installed).
-        env: extra environment of every container (on top of this process's, less
-            TF_USE_LEGACY_KERAS, which an image does not set and an earlier import of
-            tensorflow_transform in this process may have).
+        env: the image's environment (`image_environment`; default BASE_IMAGE_ENV); nothing
+            of this process's environment reaches a container.
         task_timeout: seconds a container may run.
         echo: called with each finished task's one-line summary (e.g. print), or None.
+        backend: KFP (open-source Kubeflow Pipelines) or VERTEX; see the module docstring.
+        image_files: {absolute path under /opt in the image: local folder mounted there}.
+        ram_buckets: {"ram://NAME": local folder}, visible to the pods' Python processes.
     """
 
     def __init__(
@@ -301,15 +399,30 @@ class Launcher:
         env: Mapping[str, str] | None = None,
         task_timeout: float = 1800,
         echo: Callable[[str], None] | None = None,
+        backend: str = VERTEX,
+        image_files: Mapping[str, str | os.PathLike] | None = None,
+        ram_buckets: Mapping[str, str | os.PathLike] | None = None,
     ):
         _check_proto(spec, "PipelineSpec", "the spec")
+        if backend not in (KFP, VERTEX):
+            raise LauncherError(f"backend must be {KFP!r} or {VERTEX!r}, got {backend!r}")
+        for path in image_files or {}:
+            if not path.startswith("/opt/"):
+                raise LauncherError(f"image_files: {path}: only paths under /opt are mounted")
+        self.backend = backend
+        self.image_files = {k: str(v) for k, v in (image_files or {}).items()}
+        self.ram_buckets = {k.rstrip("/"): str(v) for k, v in (ram_buckets or {}).items()}
+        # KFP's ML Metadata and cache: they outlive a run.
+        self._ids = itertools.count(1)
+        self._imported: dict[tuple[str, str], str] = {}  # (uri, schema) -> artifact id
+        self._cache: dict[str, TaskResult] = {}  # cache key -> the execution's result
         self.spec = spec
         self.gcs = GcsMap(Path(gcs_root))
         self.work_dir = Path(work_dir)
         self.runtime_config = dict(runtime_config or {})
         self.python_executable = python_executable
         self.pythonpath = list(pythonpath or [])
-        self.env = dict(env or {})
+        self.env = dict(env or BASE_IMAGE_ENV)
         self.task_timeout = task_timeout
         self.echo = echo
 
@@ -353,6 +466,10 @@ class Launcher:
                 result = self._import(
                     name, task, component, executor["importer"], pipeline_inputs, run_id
                 )
+            elif cached := self._cached(
+                name, task, component, executor["container"], results, pipeline_inputs
+            ):
+                result = cached
             else:
                 result = self._run_container(
                     name,
@@ -367,7 +484,9 @@ class Launcher:
                 )
             results[name] = result
             if self.echo:
-                self.echo(f"{name}: done in {result.seconds:.0f} s")
+                self.echo(
+                    f"{name}: {'cached' if result.cached else 'done'} in {result.seconds:.0f} s"
+                )
         return PipelineRun(run_id, root, results, time.monotonic() - started)
 
     def plan(self) -> list[tuple[str, Mapping, Mapping, Mapping]]:
@@ -512,8 +631,16 @@ class Launcher:
         else:
             raise LauncherError(f"task {name}: importer artifactUri {sorted(uri_spec)} unsupported")
         (key,) = component["outputDefinitions"]["artifacts"]
+        if self.backend == KFP:
+            # KFP's driver reuses the artifact of the same URI unless `reimport` is set.
+            schema = json.dumps(importer["typeSchema"], sort_keys=True)
+            if importer.get("reimport") or (uri, schema) not in self._imported:
+                self._imported[uri, schema] = self._new_id()
+            artifact_name = self._imported[uri, schema]
+        else:
+            artifact_name = f"{ARTIFACT_NAME_PREFIX}{run_id}-{task_id(name)}-{key}"
         artifact = {
-            "name": f"{ARTIFACT_NAME_PREFIX}{run_id}-{task_id(name)}-{key}",
+            "name": artifact_name,
             "type": importer["typeSchema"],
             "uri": uri,
             "metadata": copy.deepcopy(importer.get("metadata", {})),
@@ -544,14 +671,20 @@ class Launcher:
         artifacts = self._input_artifacts(name, task, component, results)
         if artifacts:
             inputs["artifacts"] = artifacts
-        outputs: dict[str, Any] = {"outputFile": f"{task_root}/executor_output.json"}
+        kfp = self.backend == KFP
+        outputs: dict[str, Any] = {
+            "outputFile": POD_OUTPUT_FILE if kfp else f"{task_root}/executor_output.json"
+        }
         definitions = component.get("outputDefinitions", {})
         if definitions.get("artifacts"):
             outputs["artifacts"] = {
                 key: {
                     "artifacts": [
                         {
-                            "name": f"{ARTIFACT_NAME_PREFIX}{run_id}-{task_id(name)}-{key}",
+                            # KFP: the ML Metadata id, given when the output is published.
+                            "name": ""
+                            if kfp
+                            else f"{ARTIFACT_NAME_PREFIX}{run_id}-{task_id(name)}-{key}",
                             "type": definition["artifactType"],
                             "uri": f"{task_root}/{key}",
                             "metadata": {},
@@ -561,9 +694,9 @@ class Launcher:
                 for key, definition in definitions["artifacts"].items()
             }
         if definitions.get("parameters"):
+            parameters = f"{POD_OUTPUTS}/parameters" if kfp else f"{task_root}/parameters"
             outputs["parameters"] = {
-                key: {"outputFile": f"{task_root}/parameters/{key}"}
-                for key in definitions["parameters"]
+                key: {"outputFile": f"{parameters}/{key}"} for key in definitions["parameters"]
             }
         executor_input = {"inputs": inputs, "outputs": outputs}
         _check_proto(executor_input, "ExecutorInput", f"task {name}'s executor input")
@@ -590,17 +723,121 @@ class Launcher:
             )
         return resolved
 
-    def _environment(self, container: Mapping) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-        env["PYTHONUNBUFFERED"] = "1"  # the Dockerfile's; logs stream as they are written
-        if self.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(
-                [*self.pythonpath, *filter(None, [os.environ.get("PYTHONPATH")])]
-            )
-        env.update(self.env)
+    def _environment(self, container: Mapping, run_id: str) -> dict[str, str]:
+        """The image's environment (nothing of this process's): its ENVs, an empty HOME, the
+        image's installed code (`pythonpath`), the spec's container env."""
+        env = dict(self.env)
+        home = self.work_dir / run_id / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        env["HOME"] = str(home)
+        # The interpreter standing in for the image's: its scripts folder first on PATH.
+        env["PATH"] = os.pathsep.join([str(Path(self.python_executable).parent), env["PATH"]])
+        pythonpath = list(self.pythonpath)
+        if self.ram_buckets:
+            site = self.work_dir / "ram_buckets_site"
+            site.mkdir(parents=True, exist_ok=True)
+            (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+            pythonpath.append(str(site))
+            env[RAM_BUCKETS_ENV] = json.dumps(self.ram_buckets)
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(pythonpath)
         for variable in container.get("env", []):
             env[variable["name"]] = self.gcs.to_local(variable.get("value", ""))
         return env
+
+    def _pod(self, command: list[str], pod_outputs: Path) -> list[str]:
+        """`command` in a mount namespace of its own: the image's files at their paths and,
+        on KFP, `pod_outputs` as the pod-local POD_OUTPUTS."""
+        mounts = []
+        if self.image_files:
+            mounts.append("mount -t tmpfs tmpfs /opt")  # the image's /opt, not this machine's
+            for path, local in sorted(self.image_files.items()):
+                mounts += [
+                    f"mkdir -p {shlex.quote(path)}",
+                    f"mount --bind {shlex.quote(local)} {shlex.quote(path)}",
+                ]
+        if self.backend == KFP:
+            mounts += [
+                f"mkdir -p {POD_OUTPUTS}",
+                f"mount --bind {shlex.quote(str(pod_outputs))} {POD_OUTPUTS}",
+            ]
+        if not mounts:
+            return command
+        script = "set -e; " + "; ".join(mounts) + '; exec "$@"'
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "pod",
+            *command,
+        ]
+
+    def _pod_outputs(self, name: str, run_id: str) -> Path:
+        """This machine's folder behind a task's POD_OUTPUTS (KFP)."""
+        return self.work_dir / run_id / f"{name}.pod_outputs"
+
+    def _local_output(self, path: str, name: str, run_id: str) -> Path:
+        """A path the container wrote (under POD_OUTPUTS on KFP, else in the object store)."""
+        if self.backend == KFP and path.startswith(POD_OUTPUTS + "/"):
+            return self._pod_outputs(name, run_id) / path[len(POD_OUTPUTS) + 1 :]
+        return Path(self.gcs.local_path(path))
+
+    def _new_id(self) -> str:
+        return str(next(self._ids))
+
+    def cache_key(
+        self, task: Mapping, component: Mapping, container: Mapping, inputs: Mapping
+    ) -> str:
+        """KFP's cache key (cacheutils.GenerateCacheKey): input artifact ids, input parameter
+        values, output artifact types, output parameter types, image and the spec's command and
+        args, as sorted JSON, sha256."""
+        definitions = component.get("outputDefinitions", {})
+        key = {
+            "inputArtifactNames": {
+                k: [a["name"] for a in v["artifacts"]]
+                for k, v in inputs.get("artifacts", {}).items()
+            },
+            "inputParameterValues": inputs.get("parameterValues", {}),
+            "outputArtifactsSpec": {
+                k: {"type": v["artifactType"]} for k, v in definitions.get("artifacts", {}).items()
+            },
+            "outputParametersSpec": {
+                k: v["parameterType"] for k, v in definitions.get("parameters", {}).items()
+            },
+            "containerSpec": {
+                "image": container.get("image", ""),
+                "cmdArgs": [*container.get("command", []), *container.get("args", [])],
+            },
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+    def _cached(
+        self,
+        name: str,
+        task: Mapping,
+        component: Mapping,
+        container: Mapping,
+        results: Mapping[str, TaskResult],
+        pipeline_inputs: Mapping[str, Any],
+    ) -> TaskResult | None:
+        """KFP: the earlier execution with this task's cache key, if caching is on for it."""
+        if self.backend != KFP or not task.get("cachingOptions", {}).get("enableCache"):
+            return None
+        values, _ = self._input_parameters(name, task, component, results, pipeline_inputs)
+        inputs = {
+            "parameterValues": values,
+            "artifacts": self._input_artifacts(name, task, component, results),
+        }
+        found = self._cache.get(self.cache_key(task, component, container, inputs))
+        if found is None:
+            return None
+        return dataclasses.replace(
+            copy.deepcopy(found), name=name, log=None, seconds=0.0, cached=True
+        )
 
     def _execute(self, name: str, step: str, command: list[str], env: dict, run_id: str) -> Path:
         """Runs one container command, its output streamed to a log file; TaskFailed on error."""
@@ -612,7 +849,7 @@ class Launcher:
             out.flush()
             try:
                 completed = subprocess.run(
-                    command,
+                    self._pod(command, self._pod_outputs(name, run_id)),
                     cwd=scratch,
                     env=env,
                     stdout=out,
@@ -628,10 +865,10 @@ class Launcher:
             raise TaskFailed(f"task {name} ({step}) failed: exit {code}; log {log}:\n{tail}")
         return log
 
-    def _read_executor_output(self, executor_input: Mapping) -> dict:
+    def _read_executor_output(self, executor_input: Mapping, name: str, run_id: str) -> dict:
         """The task's ExecutorOutput (launcher's gs:// view); {} if it wrote none (KFP allows
         that: the outputs keep the launcher's metadata)."""
-        path = Path(self.gcs.local_path(executor_input["outputs"]["outputFile"]))
+        path = self._local_output(executor_input["outputs"]["outputFile"], name, run_id)
         if not path.exists():
             return {}
         return self.gcs.to_remote(json.loads(path.read_text()))
@@ -675,10 +912,11 @@ class Launcher:
         executor_input = self.executor_input(
             name, task, component, results, pipeline_inputs, task_root, run_id
         )
-        env = self._environment(container)
+        env = self._environment(container, run_id)
         Path(self.gcs.local_path(task_root)).mkdir(parents=True, exist_ok=True)
+        self._pod_outputs(name, run_id).mkdir(parents=True, exist_ok=True)
         pre_check = container.get("lifecycle", {}).get("preCacheCheck")
-        if pre_check:
+        if pre_check and self.backend == VERTEX:  # open-source KFP's driver does not run it
             # Vertex runs the driver (same executor input) before its cache lookup; the driver
             # writes its ExecutorOutput (span, fingerprint, resolved input_config) to the task's
             # outputFile, which stays there: TFX's entrypoint reads it back and overrides its
@@ -694,11 +932,11 @@ class Launcher:
         log = self._execute(
             name, "executor", self._command(container, executor_input, context), env, run_id
         )
-        executor_output = self._read_executor_output(executor_input)
+        executor_output = self._read_executor_output(executor_input, name, run_id)
         self._merge_outputs(executor_input, executor_output)
         parameters = dict(executor_output.get("parameterValues", {}))
         for key, spec in executor_input["outputs"].get("parameters", {}).items():
-            path = Path(self.gcs.local_path(spec["outputFile"]))
+            path = self._local_output(spec["outputFile"], name, run_id)
             if key not in parameters and path.exists():  # a component writing the file itself
                 text = path.read_text()
                 try:
@@ -712,9 +950,16 @@ class Launcher:
             key: listed["artifacts"]
             for key, listed in executor_input["outputs"].get("artifacts", {}).items()
         }
-        return TaskResult(
+        if self.backend == KFP:  # published: new ML Metadata ids
+            for artifact in itertools.chain(*outputs.values()):
+                artifact["name"] = self._new_id()
+        result = TaskResult(
             name, "container", executor_input, outputs, parameters, log, time.monotonic() - started
         )
+        if self.backend == KFP and task.get("cachingOptions", {}).get("enableCache"):
+            key = self.cache_key(task, component, container, executor_input["inputs"])
+            self._cache[key] = copy.deepcopy(result)
+        return result
 
 
 def _check_proto(value: Mapping, message: str, what: str) -> None:
@@ -734,9 +979,18 @@ def task_id(name: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", name.lower())
 
 
-def for_repository(spec_file: str | os.PathLike, gcs_root: Path, work_dir: Path, repo: Path):
-    """The Launcher of a compiled spec file (PipelineSpec YAML or PipelineJob JSON), `repo` on
-    PYTHONPATH standing in for the image's installed package, each task's log lines echoed."""
+def for_repository(
+    spec_file: str | os.PathLike,
+    gcs_root: Path,
+    work_dir: Path,
+    repo: Path,
+    backend: str = VERTEX,
+    image_files: Mapping[str, str | os.PathLike] | None = None,
+    ram_buckets: Mapping[str, str | os.PathLike] | None = None,
+):
+    """The Launcher of a compiled spec file (PipelineSpec YAML or PipelineJob JSON) in the
+    environment of the repository's Dockerfile, `repo` on PYTHONPATH standing in for the image's
+    installed package, each task's log lines echoed."""
     spec, runtime_config = load_spec(spec_file)
     return Launcher(
         spec,
@@ -744,6 +998,9 @@ def for_repository(spec_file: str | os.PathLike, gcs_root: Path, work_dir: Path,
         work_dir,
         runtime_config=runtime_config,
         pythonpath=[str(repo)],
-        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
+        env=image_environment(repo / "Dockerfile"),
         echo=lambda line: print(f"  [kfp] {line}", flush=True),
+        backend=backend,
+        image_files=image_files,
+        ram_buckets=ram_buckets,
     )

@@ -1,15 +1,19 @@
 """The compiled Kubeflow Pipelines v2 spec runs: every container task of the pretraining pipeline
-(tiny sizes) executed in DAG order as KFP's launcher would run it (kfp_launcher.py: executor input
-built from the spec, placeholders resolved, `gs://` as a local folder, outputs fed downstream),
-the project's virtualenv standing in for the image. The pushed model answers raw text; a second
+(tiny sizes) executed in DAG order as Vertex's launcher would run it (kfp_launcher.py, backend
+VERTEX: executor input built from the spec, ExampleGen's preCacheCheck driver, placeholders
+resolved, `gs://` as a local folder, outputs fed downstream, the image's environment), the
+project's virtualenv standing in for the image. The pushed model answers raw text; a second
 run's evaluator compares against the first run's push (ServingBaseline). The fine-tuning
-pipeline's launch is test_kfp_launcher_classify.py's.
+pipelines run as open-source KFP runs them (its cache included) in
+test_kfp_launcher_classify.py.
 
 The harness's own placeholder resolution, DAG ordering, importer and output passing are checked
-fast on a hand-written spec whose containers are small Python scripts.
+fast on a hand-written spec whose containers are small Python scripts, and so are the KFP
+backend's pod-local executor output, numeric ids, environment, cache and ram:// buckets.
 """
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -29,7 +33,8 @@ _RECORDER = textwrap.dedent(
     import json, os, sys
     executor_input = json.loads(sys.argv[1])
     outputs = executor_input["outputs"]
-    record = {"argv": sys.argv[1:], "cwd": os.getcwd(), "executor_input": executor_input}
+    record = {"argv": sys.argv[1:], "cwd": os.getcwd(), "executor_input": executor_input,
+              "env": dict(os.environ)}
     for key, listed in outputs.get("artifacts", {}).items():
         uri = listed["artifacts"][0]["uri"]
         os.makedirs(uri, exist_ok=True)
@@ -326,6 +331,127 @@ def test_failures_name_the_task_and_unsupported_specs_are_rejected(tmp_path):
     spec["root"]["dag"]["tasks"]["Aaa"]["taskInfoo"] = {}
     with pytest.raises(kfp_launcher.LauncherError, match="not a valid PipelineSpec"):
         kfp_launcher.Launcher(spec, tmp_path / "gcs", tmp_path / "work")
+
+
+def test_open_source_kfp_backend_pod_outputs_ids_environment_and_cache(tmp_path, monkeypatch):
+    """backend=KFP: the executor output at the pod-local /tmp/kfp_outputs, numeric artifact ids
+    (an importer's reused for the same URI), nothing of this machine's environment, and KFP's
+    cache: the same inputs reuse the earlier execution's outputs (same ids), a changed
+    parameter runs the task again and, through its new artifact id, the task after it."""
+    monkeypatch.setenv("HOST_ONLY_VARIABLE", "x")
+    gcs = tmp_path / "gcs"
+    (gcs / BUCKET / "data").mkdir(parents=True)
+    (gcs / BUCKET / "data" / "in.txt").write_text("a\nb\nc\n")
+    spec = _small_spec()
+    for task in ("Count", "Report"):
+        spec["root"]["dag"]["tasks"][task]["cachingOptions"] = {"enableCache": True}
+    env = kfp_launcher.image_environment(REPO / "Dockerfile")
+    launcher = kfp_launcher.Launcher(
+        spec, gcs, tmp_path / "work", pythonpath=[str(REPO)], env=env, backend=kfp_launcher.KFP
+    )
+    first = launcher.run("run-1")
+    assert not any(t.cached for t in first.tasks.values())
+    count = first.tasks["Count"]
+    assert count.executor_input["outputs"]["outputFile"] == "/tmp/kfp_outputs/output_metadata.json"
+    assert count.parameters == {"total": 7.0}  # read back from the pod's file
+    assert not (gcs / BUCKET / "root/small/run-1/Count_2/executor_output.json").exists()
+    record = json.loads((gcs / BUCKET / "root/small/run-1/Count_2/counted/record.json").read_text())
+    seen = record["env"]
+    assert "HOST_ONLY_VARIABLE" not in seen and seen["HOME"] != os.environ.get("HOME")
+    assert seen["PYTHONPATH"] == str(REPO) and seen["BERT_TFX_CACHE"] == "/opt/bert_tfx"
+    assert seen["TF_CPP_MIN_LOG_LEVEL"] == env["TF_CPP_MIN_LOG_LEVEL"]
+    ids = {
+        t: [a["name"] for a in r.outputs.get(k, [])]
+        for t, r in first.tasks.items()
+        for k in r.outputs
+    }
+    assert all(name.isdigit() for names in ids.values() for name in names), ids
+    imported = first.tasks["ImportData"].artifact("artifact")["name"]
+
+    second = launcher.run("run-2")  # same inputs: Count and Report cached, Aaa (no cache) runs
+    assert [n for n, t in second.tasks.items() if t.cached] == ["Count", "Report"]
+    assert second.tasks["ImportData"].artifact("artifact")["name"] == imported
+    for task in ("Count", "Report"):
+        assert second.tasks[task].outputs == first.tasks[task].outputs
+    assert not (gcs / BUCKET / "root/small/run-2/Count_2").exists()
+
+    third = launcher.run("run-3", parameter_values={"greeting": "hello"})
+    assert not any(t.cached for t in third.tasks.values())
+    counted = [r.tasks["Count"].artifact("counted")["name"] for r in (first, third)]
+    assert counted[0] != counted[1]
+
+
+def test_ram_buckets_and_image_files_are_seen_by_every_process_of_a_pod(tmp_path):
+    """A `ram://` bucket is readable through tf.io.gfile in the container and in a process it
+    starts (as Beam's workers), never as a local path; `image_files` appear at their /opt path."""
+    bucket, image = tmp_path / "bucket", tmp_path / "image"
+    (bucket / "data").mkdir(parents=True)
+    (bucket / "data" / "in.txt").write_text("from the bucket")
+    image.mkdir()
+    (image / "vocab.txt").write_text("[PAD]")
+    program = textwrap.dedent(
+        """
+        import json, os, subprocess, sys
+        import tensorflow as tf
+        out = json.loads(sys.argv[1])["outputs"]["artifacts"]["seen"]["artifacts"][0]["uri"]
+        child = subprocess.run(
+            [sys.executable, "-c", "import tensorflow as tf; "
+             "print(tf.io.gfile.GFile('ram://bkt/data/in.txt').read())"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        seen = {
+            "gfile": tf.io.gfile.GFile("ram://bkt/data/in.txt").read(),
+            "child": child,
+            "local": os.path.exists("ram://bkt/data/in.txt"),
+            "image": open("/opt/bert_tfx_test/vocab.txt").read(),
+        }
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "seen.json"), "w") as f:
+            json.dump(seen, f)
+        """
+    )
+    plain = {"schemaTitle": "system.Artifact", "schemaVersion": "0.0.1"}
+    spec = {
+        "pipelineInfo": {"name": "pod"},
+        "schemaVersion": "2.1.0",
+        "sdkVersion": "test",
+        "defaultPipelineRoot": f"gs://{BUCKET}/root",
+        "root": {
+            "dag": {
+                "tasks": {"Look": {"taskInfo": {"name": "Look"}, "componentRef": {"name": "c"}}}
+            }
+        },
+        "components": {
+            "c": {
+                "executorLabel": "e",
+                "outputDefinitions": {"artifacts": {"seen": {"artifactType": plain}}},
+            }
+        },
+        "deploymentSpec": {
+            "executors": {"e": _container("{{$}}", command=("python", "-c", program))}
+        },
+    }
+    launcher = kfp_launcher.Launcher(
+        spec,
+        tmp_path / "gcs",
+        tmp_path / "work",
+        env=kfp_launcher.image_environment(REPO / "Dockerfile"),
+        backend=kfp_launcher.KFP,
+        image_files={"/opt/bert_tfx_test": image},
+        ram_buckets={"ram://bkt": bucket},
+    )
+    run = launcher.run("run-1")
+    seen = json.loads(
+        (
+            Path(launcher.gcs.local_path(run.tasks["Look"].artifact("seen")["uri"])) / "seen.json"
+        ).read_text()
+    )
+    assert seen == {
+        "gfile": "from the bucket",
+        "child": "from the bucket",
+        "local": False,
+        "image": "[PAD]",
+    }
+    assert not Path("/opt/bert_tfx_test").exists()  # mounted in the pod only
 
 
 # --- the pretraining pipeline, compiled and launched ------------------------------------------

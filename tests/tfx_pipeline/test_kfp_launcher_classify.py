@@ -1,12 +1,16 @@
-"""The compiled fine-tuning pipeline with every optional component runs under the KFP launcher
-stand-in (kfp_launcher.py; see test_kfp_launcher.py for the pretraining pipeline and the
-harness's own tests): the checkpoint importer as KFP's driver handles one, ExampleValidator,
-Transform, the Tuner (two learning rates), the Trainer with its best values, TFMA's Evaluator,
-ServingCheck, the Pusher and BulkInferrer, each container as the launcher starts it, the
-project's virtualenv standing in for the image. A file of its own so that `make test`'s workers
-run it beside the pretraining launch (~10 min each on 2 cores).
+"""The compiled fine-tuning pipelines run as open-source Kubeflow Pipelines runs them
+(kfp_launcher.py, backend KFP: no preCacheCheck, the pod-local executor output, numeric artifact
+ids, KFP's cache, the image's environment, default vocab and default Beam runner), their data
+and the MiniLM checkpoint in a `ram://` bucket that no `open()`/`os.path` can read, the pipeline
+root and serving folder `gs://` (a local folder). Classify with every optional component: the
+checkpoint importer, ExampleValidator, Transform, the Tuner (two learning rates), the Trainer
+with its best values, TFMA's Evaluator, ServingCheck, the Pusher and BulkInferrer. SQuAD run
+three times: unchanged data is a cache hit at every task but the InputFingerprint; a document
+appended to the training file gives a new ExampleGen output and a new model. A file of its own
+so that `make test`'s workers run it beside the pretraining launch.
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,27 +18,35 @@ import bert_tfx_tests_kfp_launcher as kfp_launcher  # tests/tfx_pipeline/kfp_lau
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BUCKET = "bert-tfx-ci"
+TESTDATA = REPO / "tests" / "testdata"
+BUCKET = "bert-tfx-ci"  # gs://: the pipeline root and the serving folder
+DATA = "ram://bert-tfx-data"  # data and checkpoint
 MODEL_NAME = "cls"
 
 
-def _compile(pipeline_helpers, spec_file: Path, data: str, *extra: str) -> None:
-    """`tfx_pipeline.run --runner=kubeflow --pipeline=classify --tune --bulk_inference` on the
-    bucket's `data` folder, MiniLM (gs://BUCKET/minilm) as the imported checkpoint, tiny
-    sizes, every path a gs:// URI."""
-    from tfx_pipeline import configs, run
+def _compile(pipeline_helpers, spec_file: Path, *args: str) -> None:
+    """`tfx_pipeline.run --runner=kubeflow` with MiniLM in the ram:// bucket as the imported
+    checkpoint, the image's default vocab (no --vocab_file) and Beam runner (no
+    --beam_pipeline_args), tiny sizes."""
+    from tfx_pipeline import run
 
     pipeline_helpers.run_in_process(
         run,
-        "--pipeline=classify",
         "--runner=kubeflow",
         "--image=registry.example.com/bert-tfx:ci",
-        "--task_name=text_classification",
-        f"--data_root=gs://{BUCKET}/{data}",
-        f"--init_checkpoint=gs://{BUCKET}/minilm",
-        f"--vocab_file=gs://{BUCKET}/minilm/vocab.txt",
+        f"--init_checkpoint={DATA}/minilm",
         f"--pipeline_root=gs://{BUCKET}/root",
         f"--serving_model_dir=gs://{BUCKET}/serving",
+        f"--output_spec_file={spec_file}",
+        *args,
+    )
+
+
+def _classify_args(pipeline_helpers, data: str, *extra: str) -> list[str]:
+    return [
+        "--pipeline=classify",
+        "--task_name=text_classification",
+        f"--data_root={DATA}/{data}",
         f"--model_name={MODEL_NAME}",
         "--max_seq_length=32",
         "--train_batch_size=16",
@@ -43,26 +55,46 @@ def _compile(pipeline_helpers, spec_file: Path, data: str, *extra: str) -> None:
         *pipeline_helpers.tune_flags,
         "--tune_num_train_epochs=1",
         "--bulk_inference",
-        "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS),
-        f"--output_spec_file={spec_file}",
         *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers) -> dict:
+    """The folders behind the launchers' ram:// bucket and gs:// root, and the image's files."""
+    root = tmp_path_factory.mktemp("kfp_classify")
+    data = root / "bucket"
+    texts = pipeline_helpers.write_polarity_task(gensim_dir, data / "polarity")
+    shutil.copytree(minilm_dir, data / "minilm")
+    (data / "squad").mkdir()
+    for name in ("train-v1.1.json", "dev-v1.1.json"):
+        shutil.copy(TESTDATA / "squad_v1.1.json", data / "squad" / name)
+    return {"root": root, "data": data, "gcs": root / "gcs", "texts": texts, "minilm": minilm_dir}
+
+
+def _launcher(bucket: dict, spec_file: Path, work: str):
+    return kfp_launcher.for_repository(
+        spec_file,
+        bucket["gcs"],
+        bucket["root"] / work,
+        REPO,
+        backend=kfp_launcher.KFP,
+        image_files={"/opt/bert_tfx/minilm": bucket["minilm"]},
+        ram_buckets={DATA: bucket["data"]},
     )
 
 
 @pytest.fixture(scope="module")
-def classify_run(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers):
-    """The classify pipeline (`_compile`) on the polarity sentences (140 train, 60 dev, the dev
-    sentences unlabelled as test.tsv), launched once. Returns the launcher, the run, the
-    serving folder and the test sentences."""
-    root = tmp_path_factory.mktemp("kfp_classify")
-    gcs = root / "gcs"
-    texts = pipeline_helpers.write_polarity_task(gensim_dir, gcs / BUCKET / "polarity")
-    shutil.copytree(minilm_dir, gcs / BUCKET / "minilm")
-    _compile(pipeline_helpers, root / "classify.yaml", "polarity")
-    launcher = kfp_launcher.for_repository(root / "classify.yaml", gcs, root / "work", REPO)
+def classify_run(bucket, pipeline_helpers):
+    """The classify pipeline on the polarity sentences (140 train, 60 dev, the dev sentences
+    unlabelled as test.tsv), launched once. Returns the launcher, the run, the serving folder
+    and the test sentences."""
+    spec_file = bucket["root"] / "classify.yaml"
+    _compile(pipeline_helpers, spec_file, *_classify_args(pipeline_helpers, "polarity"))
+    launcher = _launcher(bucket, spec_file, "work")
     run_1 = launcher.run("run-1")
     print(f"  [kfp] classify run-1: {run_1.seconds:.0f} s", flush=True)
-    return launcher, run_1, gcs / BUCKET / "serving" / MODEL_NAME, texts
+    return launcher, run_1, bucket["gcs"] / BUCKET / "serving" / MODEL_NAME, bucket["texts"]
 
 
 @pytest.mark.slow
@@ -80,7 +112,19 @@ def test_classify_pipeline_tunes_checks_pushes_and_scores_under_the_launcher(
     tasks = launcher.spec["root"]["dag"]["tasks"]
     assert set(run.tasks) == set(tasks)
     assert {"Tuner", "ExampleValidator", "ServingCheck", "BulkInferrer"} <= set(tasks)
-    assert run.tasks["pretrained_checkpoint_importer"].kind == "importer"
+    importer = run.tasks["pretrained_checkpoint_importer"]
+    assert importer.kind == "importer"
+    assert importer.artifact("result")["uri"] == f"{DATA}/minilm"  # read by Tuner and Trainer
+    example_gen = run.tasks["TextClassificationExampleGen"]
+    assert example_gen.executor_input["inputs"]["parameterValues"]["input_base"] == (
+        f"{DATA}/polarity"
+    )
+    # The image's default vocab (the compile named none) and Beam runner (multi-processing).
+    transform = run.tasks["Transform"].executor_input["inputs"]["parameterValues"]
+    assert "/opt/bert_tfx/minilm/vocab.txt" in transform["custom_config"]
+    assert "--direct_running_mode=multi_processing" in json.dumps(
+        launcher.spec["deploymentSpec"]["executors"]["Transform_executor"]
+    )
 
     def uri(task: str, key: str) -> str:
         return launcher.gcs.local_path(run.tasks[task].artifact(key)["uri"])
@@ -107,7 +151,7 @@ def test_classify_pipeline_tunes_checks_pushes_and_scores_under_the_launcher(
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_data_with_anomalies_stops_at_the_example_validator_under_the_launcher(
-    classify_run, tmp_path, pipeline_helpers
+    classify_run, bucket, tmp_path, pipeline_helpers
 ):
     """A spec compiled with --schema_dir (the first run's SchemaGen output, copied into the
     bucket as a curated schema) on new data whose labels include an unseen one (every tenth
@@ -115,12 +159,12 @@ def test_data_with_anomalies_stops_at_the_example_validator_under_the_launcher(
     ExampleValidator naming the anomalies; nothing after it runs, nothing is pushed."""
     launcher, run, model_base_path, _ = classify_run
     served = pipeline_helpers.pushed_model(model_base_path)
-    bucket = Path(launcher.gcs.local_path(f"gs://{BUCKET}"))
     schema = launcher.gcs.local_path(run.tasks["SchemaGen"].artifact("schema")["uri"])
-    shutil.copytree(schema, bucket / "schema")
-    shutil.copytree(bucket / "polarity", bucket / "polarity_new")
+    shutil.copytree(schema, Path(launcher.gcs.local_path(f"gs://{BUCKET}/schema")))
+    data = bucket["data"]  # the ram:// bucket's folder: read by the next tasks
+    shutil.copytree(data / "polarity", data / "polarity_new")
     for name in ("train", "dev"):
-        path = bucket / "polarity_new" / f"{name}.tsv"
+        path = data / "polarity_new" / f"{name}.tsv"
         header, *rows = path.read_text().splitlines()
         rows = [r if i % 10 else r.rsplit("\t", 1)[0] + "\tneutral" for i, r in enumerate(rows)]
         if name == "train":  # and three empty sentences
@@ -129,8 +173,12 @@ def test_data_with_anomalies_stops_at_the_example_validator_under_the_launcher(
             ]
         path.write_text("\n".join([header, *rows]) + "\n")
     spec_file = tmp_path / "classify-new.yaml"
-    _compile(pipeline_helpers, spec_file, "polarity_new", f"--schema_dir=gs://{BUCKET}/schema")
-    checked = kfp_launcher.for_repository(spec_file, launcher.gcs.root, tmp_path / "work", REPO)
+    _compile(
+        pipeline_helpers,
+        spec_file,
+        *_classify_args(pipeline_helpers, "polarity_new", f"--schema_dir=gs://{BUCKET}/schema"),
+    )
+    checked = _launcher(bucket, spec_file, "work-new-data")
     assert "ImportSchemaGen" in checked.spec["root"]["dag"]["tasks"]
     with pytest.raises(kfp_launcher.TaskFailed) as failed:
         checked.run("run-new-data")
@@ -149,6 +197,84 @@ def test_data_with_anomalies_stops_at_the_example_validator_under_the_launcher(
             in message
         )
     assert message.count("Jensen-Shannon divergence between current and previous") == 2
-    started = {log.name.split(".")[0] for log in (tmp_path / "work/run-new-data").glob("*.log")}
+    work = bucket["root"] / "work-new-data" / "run-new-data"
+    started = {log.name.split(".")[0] for log in work.glob("*.log")}
     assert "ImportSchemaGen" in started and not {"Transform", "Tuner", "Trainer"} & started
     assert pipeline_helpers.pushed_model(model_base_path) == served
+
+
+# --- SQuAD: KFP's cache on unchanged and on new data ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def squad_runs(bucket, pipeline_helpers):
+    """The squad pipeline (no Tuner) on the bucket's SQuAD files, run three times: run-1, run-2
+    on the same files, run-3 after an article is appended to the training file."""
+    spec_file = bucket["root"] / "squad.yaml"
+    _compile(
+        pipeline_helpers,
+        spec_file,
+        "--pipeline=squad",
+        f"--data_root={DATA}/squad",
+        "--model_name=squad",
+        "--max_seq_length=64",
+        "--doc_stride=24",
+        "--max_query_length=24",
+        "--train_batch_size=16",
+        "--train_steps=20",
+        "--iterations_per_loop=10",
+        "--min_f1=0",
+        "--max_f1_decrease=100",
+    )
+    launcher = _launcher(bucket, spec_file, "work-squad")
+    runs = [launcher.run("run-1"), launcher.run("run-2")]
+    train_file = bucket["data"] / "squad" / "train-v1.1.json"
+    squad_json = json.loads(train_file.read_text(encoding="utf-8"))
+    article = json.loads(json.dumps(squad_json["data"][0]))
+    for paragraph in article["paragraphs"]:
+        for qa in paragraph["qas"]:
+            qa["id"] += "-appended"
+    squad_json["data"].append(article)
+    train_file.write_text(json.dumps(squad_json), encoding="utf-8")
+    runs.append(launcher.run("run-3"))
+    for run in runs:
+        print(f"  [kfp] squad {run.run_id}: {run.seconds:.0f} s", flush=True)
+    return launcher, runs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_unchanged_data_is_a_cache_hit_and_an_appended_document_trains_again(squad_runs):
+    launcher, (first, second, third) = squad_runs
+    containers = {n for n, t in first.tasks.items() if t.kind == "container"}
+    assert not any(t.cached for t in first.tasks.values())
+
+    # Same files: the fingerprint task runs (never cached) and finds them unchanged; every other
+    # task's key is the first run's, its outputs (same artifact ids, same model) reused.
+    fingerprint = first.tasks["InputFingerprint"].parameters["fingerprint"]
+    assert second.tasks["InputFingerprint"].parameters["fingerprint"] == fingerprint
+    assert not second.tasks["InputFingerprint"].cached
+    assert {n for n, t in second.tasks.items() if t.cached} == containers - {"InputFingerprint"}
+    for name in ("SquadExampleGen", "Trainer", "Pusher"):
+        assert second.tasks[name].outputs == first.tasks[name].outputs
+
+    # One more article: a new fingerprint, so ExampleGen runs again (KFP has no other way to
+    # know: no preCacheCheck) and writes more windows; every task after it sees a new input
+    # artifact id and runs: a new model, trained on them.
+    assert third.tasks["InputFingerprint"].parameters["fingerprint"] != fingerprint
+    assert not any(t.cached for t in third.tasks.values())
+    examples = [r.tasks["SquadExampleGen"].artifact("examples") for r in (first, third)]
+    assert examples[0]["name"] != examples[1]["name"]
+    assert examples[0]["uri"] != examples[1]["uri"]
+    windows = [_count_records(launcher, e["uri"], "train") for e in examples]
+    assert windows[1] > windows[0]
+    models = [r.tasks["Trainer"].artifact("model") for r in (first, third)]
+    assert models[0]["name"] != models[1]["name"] and models[0]["uri"] != models[1]["uri"]
+    assert (Path(launcher.gcs.local_path(models[1]["uri"])) / "Format-Serving").is_dir()
+
+
+def _count_records(launcher, uri: str, split: str) -> int:
+    import tensorflow as tf
+
+    files = sorted((Path(launcher.gcs.local_path(uri)) / f"Split-{split}").glob("*.gz"))
+    return sum(1 for _ in tf.data.TFRecordDataset([str(f) for f in files], "GZIP"))

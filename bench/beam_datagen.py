@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
 from bench import data
+from bert_tf import flags_util
 
 FLAGS = flags.FLAGS
 
@@ -182,4 +183,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

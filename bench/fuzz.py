@@ -38,9 +38,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
 from bench.report import write_json
+from bert_tf import flags_util
 
 FLAGS = flags.FLAGS
 REPO = Path(__file__).resolve().parents[1]
@@ -367,4 +368,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -17,9 +17,10 @@ import os
 import sys
 import tempfile
 
-from absl import app, flags
+from absl import flags
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
+from bert_tf import flags_util
 
 FLAGS = flags.FLAGS
 # Events that contain the op events (function calls, executor runs), not time of their own.
@@ -117,4 +118,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -40,11 +40,11 @@ import sys
 import time
 from pathlib import Path
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
 from bench.hf_reference import DEFAULT_REFERENCE_PYTHON
-from bert_tf import threads
+from bert_tf import flags_util, threads
 from bert_tf.modeling.configs import PRESETS
 
 FLAGS = flags.FLAGS
@@ -434,4 +434,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

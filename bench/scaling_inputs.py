@@ -27,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
+from bert_tf import flags_util
 
 FLAGS = flags.FLAGS
 
@@ -152,4 +153,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

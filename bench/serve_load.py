@@ -29,9 +29,10 @@ import threading
 import time
 from pathlib import Path
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bench.report import write_json
+from bert_tf import flags_util
 
 FLAGS = flags.FLAGS
 
@@ -303,4 +304,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

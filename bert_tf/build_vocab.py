@@ -16,8 +16,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from bert_tf.text.tokenization import SPECIAL_TOKENS
 from bert_tf.text.vocab import build_vocab, write_vocab
 
@@ -97,4 +98,4 @@ def main(argv: Sequence[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import checkpoints, fileio
+from bert_tf import checkpoints, fileio, flags_util
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
@@ -116,4 +116,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

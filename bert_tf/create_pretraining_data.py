@@ -27,8 +27,9 @@ from __future__ import annotations
 import shlex
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from bert_tf.tasks import pretraining
 
 FLAGS = flags.FLAGS
@@ -178,4 +179,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

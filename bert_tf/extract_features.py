@@ -27,9 +27,9 @@ import sys
 import time
 from collections.abc import Iterator
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import fileio, options
+from bert_tf import fileio, flags_util, options
 from bert_tf.flags_util import check_positive, decode_utf8
 
 FLAGS = flags.FLAGS
@@ -215,4 +215,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

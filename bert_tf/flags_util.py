@@ -1,4 +1,8 @@
-"""Helpers shared by the scripts: text decoding, flag checks, the strategy the TPU flags select.
+"""Helpers shared by the scripts: their entry point, text decoding, flag checks, the strategy the
+TPU flags select.
+
+Every script ends with `flags_util.run(main)`, absl's `app.run` plus `expand_home`: a flag
+given as `--output_dir=~/out` means the same as `--output_dir ~/out`, which the shell expands.
 
 `decode_utf8` turns bytes that are not UTF-8 into an error naming the file and line, so every
 text input fails the same clear way. `check_positive` gives flags that must be above zero one
@@ -22,9 +26,10 @@ because that needs TensorFlow).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 
-from absl import flags
+from absl import app, flags
 
 # The flags `define_squad_v2_flags` defines belong to the script that calls it (absl's key
 # flags: they show in its `--help`, under its name in `--helpfull`), not to this module.
@@ -50,8 +55,48 @@ def check_positive(args: flags.FlagValues, names: Iterable[str]) -> None:
             raise ValueError(f"--{name}: expected a positive number, got {args[name].value}")
 
 
+def expand_home(flag_values: flags.FlagValues = flags.FLAGS, literal: Iterable[str] = ()) -> None:
+    """Expands a leading `~` (`os.path.expanduser`) in every string and list flag given.
+
+    The shell expands `--init_checkpoint ~/bert` but not `--init_checkpoint=~/bert` (no tilde
+    expansion after `=`), which then names a folder "~" in the working directory. Applied to
+    every string flag, path or not, so both spellings always mean the same; `literal` names
+    flags of free text (the client's `--text`), left as typed.
+    """
+    for name in flag_values:
+        flag = flag_values[name]
+        if not flag.present or name in literal:
+            continue
+        value = flag.value
+        if isinstance(value, str):
+            expanded = _expand_home(value)
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            expanded = [_expand_home(item) for item in value]
+        else:
+            continue
+        if expanded != value:
+            flag.value = expanded
+
+
+def _expand_home(value: str) -> str:
+    return os.path.expanduser(value) if value.startswith("~") else value
+
+
+def run(main: Callable[[list[str]], None], literal: Iterable[str] = ()) -> None:
+    """`absl.app.run(main)` with `expand_home` applied to the parsed flags: every script's
+    entry point (`if __name__ == "__main__": define_flags(); flags_util.run(main)`)."""
+    literal = tuple(literal)
+
+    def parse(argv: list[str]) -> list[str]:
+        rest = app.parse_flags_with_usage(argv)
+        expand_home(flags.FLAGS, literal)
+        return rest
+
+    app.run(main, flags_parser=parse)
+
+
 # Flags that only mean something on a TPU; given without it they are ignored, as google's are.
-TPU_ONLY_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master")
+TPU_ONLY_FLAGS = ("tpu_name", "tpu_zone", "gcp_project", "master", "tpu_job_name")
 
 
 def strategy_name(args: flags.FlagValues) -> str:

@@ -35,8 +35,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from bert_tf.net import free_port
 
 FLAGS = flags.FLAGS
@@ -226,4 +227,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

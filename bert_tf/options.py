@@ -323,6 +323,11 @@ class TpuOptions:
         "TPU cores (google-research's flag). Informational: the TPU strategy uses every core "
         "of the TPU; a warning if given and the TPU has another count",
     )
+    tpu_job_name: str | None = option(
+        None,
+        "Name of the TPU worker job (google-research's flag). Informational: TF 2's TPU "
+        "strategy names the job of the cluster it connects to itself; ignored (logged) if given",
+    )
 
 
 @dataclasses.dataclass

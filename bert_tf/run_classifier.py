@@ -41,9 +41,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import checkpoints, fileio, model_source, options, training
+from bert_tf import checkpoints, fileio, flags_util, model_source, options, training
 from bert_tf.flags_util import check_positive
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
@@ -253,4 +253,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

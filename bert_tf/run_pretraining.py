@@ -28,9 +28,9 @@ import os
 import sys
 
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import checkpoints, fileio, model_source, options, training
+from bert_tf import checkpoints, fileio, flags_util, model_source, options, training
 from bert_tf.checkpoints import VOCAB_NAME
 from bert_tf.flags_util import check_positive
 from bert_tf.modeling.configs import PRESETS, BertConfig
@@ -268,4 +268,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -35,9 +35,9 @@ import os
 import random
 import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import fileio, options
+from bert_tf import fileio, flags_util, options
 from bert_tf.flags_util import check_positive, define_squad_v2_flags
 
 FLAGS = flags.FLAGS
@@ -298,4 +298,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

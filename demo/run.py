@@ -35,9 +35,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from absl import app, flags
+from absl import flags
 from scipy import stats
 
+from bert_tf import flags_util
 from bert_tf.data import corpora, fetch
 from bert_tf.tasks.sentence_embedding import SentenceEncoder
 from serving.client import ServingClient
@@ -366,4 +367,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

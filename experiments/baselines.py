@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from experiments import report
 
 FLAGS = flags.FLAGS
@@ -102,4 +103,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -14,8 +14,9 @@ before any fine-tuning.
 from __future__ import annotations
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from experiments import report
 
 FLAGS = flags.FLAGS
@@ -94,4 +95,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

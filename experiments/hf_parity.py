@@ -52,9 +52,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import options
+from bert_tf import flags_util, options
 from bert_tf.options import option
 from experiments import HF_PARITY_LOSSES_FILE, HF_PARITY_WEIGHTS_FILE, save_figure
 
@@ -715,4 +715,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -15,9 +15,10 @@ and copied into a keras-nlp `BertBackbone` of the same shape; keras-nlp's own `B
 from __future__ import annotations
 
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bench import reference
+from bert_tf import flags_util
 from experiments import report
 
 FLAGS = flags.FLAGS
@@ -153,4 +154,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

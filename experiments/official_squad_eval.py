@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from bert_tf.data import fetch
 from experiments import report
 
@@ -56,4 +57,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -24,8 +24,9 @@ import os
 import random
 from pathlib import Path
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import flags_util
 from bert_tf.data import corpora, fetch
 
 FLAGS = flags.FLAGS
@@ -122,4 +123,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -40,10 +40,10 @@ import urllib.request
 
 import grpc
 import numpy as np
-from absl import app, flags
+from absl import flags
 from google.protobuf import json_format
 
-from bert_tf import fileio
+from bert_tf import fileio, flags_util
 
 
 class _BindingLoader(importlib.abc.Loader):
@@ -704,4 +704,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main, literal=("text", "text_b"))

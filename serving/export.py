@@ -34,9 +34,9 @@ import sys
 from collections.abc import Sequence
 
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import checkpoints, fileio, model_source, options
+from bert_tf import checkpoints, fileio, flags_util, model_source, options
 from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
@@ -329,4 +329,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

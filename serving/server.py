@@ -27,9 +27,9 @@ import socket
 import sys
 import threading
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from bert_tf import threads
+from bert_tf import flags_util, threads
 from serving import MODEL_SERVER_BINARY
 
 FLAGS = flags.FLAGS
@@ -385,4 +385,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -250,3 +250,72 @@ def test_verbose_logging_tells_why_an_answer_is_the_whole_text(caplog):
     assert "Unable to find text" not in caplog.text
     assert squad.get_final_text("xyz", "John Smith", ["john", "smith"], True) == "John Smith"
     assert "Unable to find text: 'xyz' in 'John Smith'" in caplog.text
+
+
+@pytest.mark.parametrize("script", TRAINING_SCRIPTS)
+def test_tpu_job_name_is_accepted_and_informational(script, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="absl")
+    args = _parse(script, "--tpu_job_name=tpu_worker")
+    assert args.tpu_job_name == "tpu_worker"
+    training.strategy_from_flags(args)  # no TPU: ignored, as google's TPU flags are
+    assert "--tpu_job_name ignored: not running on a TPU" in caplog.text
+    tpu = _FakeTpu(monkeypatch)
+    training.strategy_from_flags(_parse(script, "--use_tpu", "--tpu_job_name=tpu_worker"))
+    assert tpu.resolver_args == {"tpu": "", "zone": None, "project": None}
+    assert "--tpu_job_name=tpu_worker ignored" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "argv, tried",
+    [
+        (
+            ["--use_tpu=True", "--tpu_name=x"],
+            "looking up Cloud TPU 'x', its zone and project from the GCE metadata server",
+        ),
+        (
+            ["--use_tpu", "--tpu_name=x", "--tpu_zone=z", "--gcp_project=p"],
+            "looking up Cloud TPU 'x' in zone z of project p through the Cloud TPU API",
+        ),
+        (["--distribution_strategy=tpu", "--master=grpc://10.0.0.2:8470"], "connecting to"),
+        (["--use_tpu"], "looking for a TPU attached to this machine"),
+    ],
+)
+def test_a_tpu_that_cannot_be_found_is_one_line_naming_the_flags(monkeypatch, argv, tried):
+    import socket
+    import urllib.error
+
+    import tensorflow as tf
+
+    def resolver(tpu=None, zone=None, project=None):
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
+    with pytest.raises(ValueError) as raised:
+        training.strategy_from_flags(_parse("run_classifier", *argv))
+    message = str(raised.value)
+    assert message.startswith(" ".join(argv).replace("=True", "") + ": TPUClusterResolver failed")
+    assert tried in message and "Name or service not known" in message
+    assert "\n" not in message
+
+
+def test_use_tpu_off_cloud_is_one_error_line():
+    """The real TPUClusterResolver here (no TPU, not Google Cloud)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bert_tf.run_squad",
+            "--do_predict",
+            f"--predict_file={TESTDATA / 'squad_v1.1.json'}",
+            "--output_dir=/tmp/unused",
+            "--use_tpu=True",
+            "--tpu_name=x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --use_tpu --tpu_name=x: TPUClusterResolver failed looking up")

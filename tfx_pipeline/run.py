@@ -46,8 +46,9 @@ import re
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags, logging
 
+from bert_tf import flags_util
 from bert_tf.tasks import glue  # light (no TensorFlow): the flag checks stay fast
 from tfx_pipeline import configs
 
@@ -645,4 +646,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from bert_tf import fileio
+from bert_tf import fileio, flags_util
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,4 +426,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    flags_util.run(main)

@@ -6,12 +6,17 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 from absl import logging
+from google.auth.exceptions import GoogleAuthError
+from googleapiclient.errors import Error as GoogleApiError
 
 # The flags these read are defined without TensorFlow (bert_tf.options, flags_util).
 from bert_tf.flags_util import TPU_ONLY_FLAGS, strategy_name
 from bert_tf.options import STRATEGIES
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+# What TPUClusterResolver raises when Google's APIs refuse (no credentials, no such TPU).
+_GOOGLE_API_ERRORS = (GoogleAuthError, GoogleApiError)
 
 
 def get_strategy(
@@ -64,9 +69,15 @@ def strategy_from_flags(args) -> tf.distribute.Strategy:
         if given:
             logging.warning("%s ignored: not running on a TPU (see --use_tpu)", ", ".join(given))
         return get_strategy(name)
-    strategy = get_strategy(
-        "tpu", args.tpu_name or args.master, zone=args.tpu_zone, project=args.gcp_project
-    )
+    tpu = args.tpu_name or args.master
+    try:
+        strategy = get_strategy("tpu", tpu, zone=args.tpu_zone, project=args.gcp_project)
+    except (OSError, ValueError, RuntimeError, tf.errors.OpError, *_GOOGLE_API_ERRORS) as e:
+        raise ValueError(_tpu_error(args, e)) from None
+    if args.tpu_job_name:
+        logging.info(
+            "--tpu_job_name=%s ignored: TF 2 names the TPU's job itself", args.tpu_job_name
+        )
     cores = strategy.num_replicas_in_sync
     if args["num_tpu_cores"].present and cores != args.num_tpu_cores:
         logging.warning(
@@ -76,6 +87,34 @@ def strategy_from_flags(args) -> tf.distribute.Strategy:
             cores,
         )
     return strategy
+
+
+def _tpu_error(args, error: Exception) -> str:
+    """One line: the TPU flags given, what TPUClusterResolver tried with them, and why it failed
+    (off Google Cloud the bare error is only "<urlopen error [Errno -2] Name or service not
+    known>", from the GCE metadata server it asked)."""
+    given = ["--use_tpu"] if args["use_tpu"].present else []
+    if args["distribution_strategy"].present:
+        given.append(f"--distribution_strategy={args.distribution_strategy}")
+    given += [f"--{name}={args[name].value}" for name in TPU_ONLY_FLAGS if args[name].value]
+    tpu = args.tpu_name or args.master
+    if not tpu:
+        tried = "looking for a TPU attached to this machine (no --tpu_name or --master)"
+    elif tpu.startswith("grpc://"):
+        tried = f"connecting to the TPU at {tpu}"
+    elif args.tpu_zone and args.gcp_project:
+        tried = (
+            f"looking up Cloud TPU {tpu!r} in zone {args.tpu_zone} of project "
+            f"{args.gcp_project} through the Cloud TPU API"
+        )
+    else:
+        tried = (
+            f"looking up Cloud TPU {tpu!r}, its zone and project from the GCE metadata server "
+            "(only on Google Cloud: elsewhere give --tpu_zone and --gcp_project, or "
+            "--tpu_name=grpc://<address>:8470)"
+        )
+    detail = " ".join(str(error).split()) or type(error).__name__
+    return f"{' '.join(given)}: TPUClusterResolver failed {tried}: {detail}"
 
 
 def set_precision(policy: str) -> None:

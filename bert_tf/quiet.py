@@ -11,7 +11,12 @@ Every program of this project (and anything that imports `bert_tf`, `serving` or
   captured while `tensorflow` itself is imported and replayed without exactly these lines;
 - google.api_core's FutureWarning that Python 3.10 is past end of life (the stack is pinned to
   3.10 on purpose: see the README's Setup section), and google-cloud-aiplatform's that
-  google-cloud-storage 2.x support will end (TFX 1.16's dependencies need 2.x).
+  google-cloud-storage 2.x support will end (TFX 1.16's dependencies need 2.x);
+- TensorFlow's and Keras' own INFO log lines, which a script's absl logging prints with
+  timestamps among its progress lines ("Sharding callback duration: 181" at every checkpoint,
+  "Assets written to: ..." twice per SavedModel, "Writing fingerprint to ..."): INFO records
+  that their modules log through absl, and TensorFlow's "tensorflow" logger below WARNING.
+  Their warnings and errors, and every line this project logs, are kept.
 
 Anything else, including other C++ errors printed during the import and every later warning,
 is kept. `BERT_TFX_VERBOSE_IMPORT=1` turns all of this off.
@@ -27,11 +32,14 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import re
 import sys
 import tempfile
 import warnings
+
+from absl import logging as absl_logging
 
 # Whole lines (C++ log lines start with a timestamp and a file:line) known to be harmless.
 HARMLESS_STDERR = re.compile(
@@ -42,6 +50,32 @@ _PYTHON_3_10_WARNING = r"You are using a non-supported Python version \(3\.10\."
 # google-cloud-aiplatform on import (tfx_pipeline imports it for Vertex): the lock keeps
 # google-cloud-storage 2.x, which TFX 1.16's dependencies require.
 _STORAGE_2_WARNING = r"Support for google-cloud-storage < 3\.0\.0 will be removed"
+
+
+# Packages whose INFO log records are not about the user's job.
+_QUIET_INFO_PACKAGES = ("tensorflow", "keras", "tf_keras")
+
+
+class LibraryInfoFilter(logging.Filter):
+    """Drops INFO (and DEBUG) records logged from the modules under `folders`."""
+
+    def __init__(self, folders: tuple[str, ...]):
+        super().__init__()
+        self.folders = folders
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.INFO or not record.pathname.startswith(self.folders)
+
+
+def _package_folders(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Installed folders of the packages `names`, found without importing them (PathFinder
+    alone: the finder below would take a lookup of "tensorflow" for its import)."""
+    folders = []
+    for name in names:
+        spec = importlib.machinery.PathFinder.find_spec(name)
+        for folder in (spec and spec.submodule_search_locations) or ():
+            folders.append(os.path.join(folder, ""))
+    return tuple(folders)
 
 
 def filter_stderr(data: bytes) -> bytes:
@@ -104,6 +138,11 @@ def install() -> None:
         category=FutureWarning,
         module=r"google\.cloud\.aiplatform",
     )
+    # absl.logging's logger (created by absl, as its own class), which TF's modules also use.
+    absl_logger = absl_logging.get_absl_logger()
+    if not any(isinstance(f, LibraryInfoFilter) for f in absl_logger.filters):
+        absl_logger.addFilter(LibraryInfoFilter(_package_folders(_QUIET_INFO_PACKAGES)))
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     if "tensorflow" not in sys.modules and not any(
         isinstance(finder, _QuietTensorFlowFinder) for finder in sys.meta_path
     ):

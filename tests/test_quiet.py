@@ -1,6 +1,7 @@
 """bert_tf.quiet: the known-harmless import noise is gone, every other line stays."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -94,3 +95,52 @@ def test_onednn_is_on_unless_the_user_turned_it_off():
         )
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.strip() == expected
+
+
+# A script's own INFO lines among TensorFlow's: a checkpoint ("Sharding callback duration"), a
+# SavedModel ("Assets written to", "Writing fingerprint") and BERT inputs packed in a graph.
+_LIBRARY_NOISE_PROGRAM = """
+import sys
+import tempfile
+
+from absl import flags, logging
+
+from bert_tf import flags_util
+
+def main(argv):
+    import tensorflow as tf
+    from bert_tf.text.tokenization import BertPreprocessor
+
+    folder = tempfile.mkdtemp()
+    logging.info("our progress line")
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
+    module.f = tf.function(lambda x: x * module.v, input_signature=[tf.TensorSpec([], tf.float32)])
+    tf.train.Checkpoint(module=module).save(folder + "/ckpt")
+    tf.saved_model.save(module, folder + "/model")
+    preprocessor = BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"], 8)
+    tf.function(preprocessor)((tf.constant(["a a"]), tf.constant(["a"])))
+    logging.warning("our warning line")
+
+flags_util.run(main)
+"""
+
+
+def test_tensorflow_info_and_error_noise_is_gone_and_our_lines_stay():
+    result = subprocess.run(
+        [sys.executable, "-c", _LIBRARY_NOISE_PROGRAM],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert any(line.endswith("our progress line") for line in lines), result.stderr
+    assert any(line.endswith("our warning line") for line in lines), result.stderr
+    for noise in ("Sharding callback", "Assets written to", "Writing fingerprint", "INFO:"):
+        assert noise not in result.stderr, result.stderr
+    # No error-level line (absl's "E1205 ..." or TensorFlow C++'s "... : E file.cc:1]"): oneDNN
+    # logged one for the packer's integer Transpose.
+    errors = [line for line in lines if re.match(r"E\d{4} |\S+ \S+: E \S+\]", line)]
+    assert errors == []

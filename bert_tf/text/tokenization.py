@@ -341,15 +341,29 @@ class BertPacker(_StringLayer):
         segments = [tf.cast(s, tf.int32) for s in segments]
         budget = self.seq_length - len(segments) - 1  # minus [CLS] and one [SEP] per segment
         trimmed = round_robin_trim(segments, budget)
-        word_ids, type_ids = tf_text.combine_segments(
-            trimmed, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
-        )
-        word_ids, mask = tf_text.pad_model_inputs(word_ids, self.seq_length, self.pad_id)
-        type_ids, _ = tf_text.pad_model_inputs(type_ids, self.seq_length, 0)
+        # Written straight into the padded rows (the outputs of tf_text.combine_segments then
+        # pad_model_inputs): combine_segments concatenates ragged rows by transposing a matrix
+        # of integer row indexes, and oneDNN's graph pass, finding a Transpose of integers,
+        # logs "E ... oneDNN supports DT_INT64 only on platforms with AVX-512" in every process.
+        batch = trimmed[0].nrows(out_type=tf.int32)
+        position = tf.range(self.seq_length)[None, :]
+        word_ids = tf.where(position == 0, self.cls_id, tf.fill([batch, 1], self.pad_id))
+        type_ids = tf.zeros_like(word_ids)
+        start = tf.ones([batch, 1], tf.int32)  # after [CLS]
+        for type_id, segment in enumerate(trimmed):
+            end = start + tf.cast(segment.row_lengths(), tf.int32)[:, None]  # its [SEP]
+            index = tf.cast(segment.row_starts(), tf.int32)[:, None] + position - start
+            # One entry more, so the gather stays in range where the row has no token.
+            values = tf.concat([segment.values, [self.pad_id]], 0)
+            tokens = tf.gather(values, tf.clip_by_value(index, 0, tf.size(segment.values)))
+            word_ids = tf.where((position >= start) & (position < end), tokens, word_ids)
+            word_ids = tf.where(position == end, self.sep_id, word_ids)
+            type_ids = tf.where((position >= start) & (position <= end), type_id, type_ids)
+            start = end + 1
         return {
-            "input_word_ids": tf.cast(word_ids, tf.int32),
-            "input_mask": tf.cast(mask, tf.int32),
-            "input_type_ids": tf.cast(type_ids, tf.int32),
+            "input_word_ids": word_ids,
+            "input_mask": tf.cast(position < start, tf.int32),
+            "input_type_ids": type_ids,
         }
 
     def get_config(self) -> dict:

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text as tf_text
 import tokenizers
 
 from bert_tf.text.tokenization import (
@@ -17,6 +18,7 @@ from bert_tf.text.tokenization import (
     BertTokenizer,
     SpecialTokenIds,
     load_vocab,
+    round_robin_trim,
 )
 
 # HF's ids for it (all-MiniLM-L6-v2, bert-base-uncased vocab) come from the `minilm_reference`
@@ -236,6 +238,31 @@ def test_packer_one_segment_batch():
     ]
     assert out["input_mask"].numpy().tolist() == [[1, 1, 1, 0, 0], [1] * 5, [1, 1, 0, 0, 0]]
     assert not out["input_type_ids"].numpy().any()
+
+
+def test_packer_equals_tensorflow_text_combine_and_pad():
+    """The packer writes the padded rows itself (no integer Transpose, which oneDNN logs as an
+    error line): the same rows as tf_text.combine_segments + pad_model_inputs."""
+    rng = np.random.default_rng(0)
+    for seq_length, num_segments in [(3, 1), (4, 2), (12, 1), (12, 2), (40, 2)]:
+        packer = BertPacker(seq_length, cls_id=2, sep_id=3, pad_id=0)
+        for _ in range(20):
+            segments = [
+                tf.ragged.constant(
+                    [rng.integers(5, 99, rng.integers(0, 30)).tolist() for _ in range(5)],
+                    tf.int32,
+                    ragged_rank=1,
+                )
+                for _ in range(num_segments)
+            ]
+            out = packer(segments)
+            trimmed = round_robin_trim(segments, seq_length - num_segments - 1)
+            word_ids, type_ids = tf_text.combine_segments(trimmed, 2, 3)
+            word_ids, mask = tf_text.pad_model_inputs(word_ids, seq_length, 0)
+            type_ids, _ = tf_text.pad_model_inputs(type_ids, seq_length, 0)
+            np.testing.assert_array_equal(out["input_word_ids"], word_ids)
+            np.testing.assert_array_equal(out["input_type_ids"], type_ids)
+            np.testing.assert_array_equal(out["input_mask"], mask)
 
 
 def test_packer_and_preprocessor_errors():

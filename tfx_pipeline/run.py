@@ -635,10 +635,13 @@ def main(argv):
     del argv
     resources = check_flags()
     if FLAGS.runner in CLUSTER_RUNNERS:
-        tfx_pipeline = build_pipeline()
-        suffix = _SPEC_SUFFIXES[FLAGS.runner][0]
-        output = FLAGS.output_spec_file or f"{FLAGS.pipeline}{suffix}"
-        write_spec(compile_job(tfx_pipeline, resources), output)
+        from tfx_pipeline import summary
+
+        with summary.quiet_console():  # the result, not TFX's and Beam's INFO lines
+            tfx_pipeline = build_pipeline()
+            suffix = _SPEC_SUFFIXES[FLAGS.runner][0]
+            output = FLAGS.output_spec_file or f"{FLAGS.pipeline}{suffix}"
+            write_spec(compile_job(tfx_pipeline, resources), output)
         print(f"wrote {output}")
     else:
         run_locally()

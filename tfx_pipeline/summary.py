@@ -12,6 +12,11 @@ TensorFlow's Python side) and, unless `verbose`, everything written to file desc
 
 plus Python warnings, warnings of this project's code and every error (also in the file).
 
+`quiet_console()` (a context manager) is what a Kubeflow/Vertex compile shows: its result, this
+project's log lines, and warnings and errors, not the INFO lines TFX and Beam log while they are
+imported and build the pipeline ("tensorflow_io is not available", "Using Any for unsupported
+type", ...).
+
 `run_summary(metadata_path, pipeline_name, node_ids)` describes the latest run of a pipeline
 as `tfx_pipeline.metadata.pipeline_results` reads it from ML Metadata: each component's state
 and seconds, the evaluator's metrics against its thresholds, blessed or not, and the pushed
@@ -27,12 +32,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -103,6 +110,35 @@ class _ProgressHandler(logging.Handler):
 def _is_console_handler(handler: logging.Handler) -> bool:
     """absl's handler and plain stream handlers (stderr/stdout), not files or pytest's."""
     return isinstance(handler, absl_logging.ABSLHandler) or type(handler) is logging.StreamHandler
+
+
+# TFX 1.16's KubeflowV2DagRunner warns this when the key IS in its default_image map (the check
+# is inverted), i.e. whenever --gpu_image gives the Trainer an image of its own.
+_FALSE_WARNING = "DEFAULT_IMAGE_PATH_KEY is not found in default_image."
+
+
+class _OwnInfoOnly(logging.Filter):
+    """INFO (and lower) records of this project's code only; warnings and errors of any, except
+    TFX's false `_FALSE_WARNING`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return record.getMessage() != _FALSE_WARNING
+        return record.pathname.startswith(_OWN_CODE)
+
+
+@contextlib.contextmanager
+def quiet_console() -> Iterator[None]:
+    """The console's log handlers pass INFO records of this project's code only, meanwhile."""
+    handlers = [h for h in logging.getLogger().handlers if _is_console_handler(h)]
+    own_info_only = _OwnInfoOnly()
+    for handler in handlers:
+        handler.addFilter(own_info_only)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(own_info_only)
 
 
 class RunLog:

@@ -266,12 +266,36 @@ class StopSignals:
                     return signal.Signals(signum)
 
 
+def check_ports(host: str, ports: dict[str, int]) -> None:
+    """Exits with one line naming the flag if a port (flag name -> port; 0: none to check)
+    cannot be bound on `host`: before TensorFlow's import and the model loads (a minute for a
+    BERT), not after them behind gRPC's own "add_port.cc" error line. Bound and closed at once
+    (SO_REUSEADDR, as gRPC and the REST server bind, so a restart's TIME_WAIT does not count);
+    the servers bind again later, and still report a port lost in between."""
+    for flag, port in ports.items():
+        if not port:
+            continue
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+        except OSError as e:
+            sys.exit(
+                f"error: --{flag}={port}: cannot bind {host}:{port} "
+                f"({e.strerror or e}; in use by another process?)"
+            )
+
+
 def serve() -> None:
     """Loads the models, serves gRPC (+ REST) until SIGTERM/SIGINT, then drains and returns."""
     try:  # before the slow imports: a typo fails at once
         grpc_options = grpc_server_options(FLAGS.grpc_channel_arguments)
     except ValueError as e:
         sys.exit(f"error: {e}")
+    check_ports(FLAGS.host, {"port": FLAGS.port, "rest_api_port": FLAGS.rest_api_port})
     # Before anything answers: a client may SIGTERM as soon as the gRPC port is up.
     stop_signals = StopSignals()
     try:  # before any model loads: TensorFlow fixes its pools when its runtime starts

@@ -303,3 +303,40 @@ def test_a_port_taken_before_the_server_binds_it_means_new_ports(
     finally:
         assert server.stop() == 0, server.log()
         taken.close()
+
+
+@pytest.mark.parametrize("flag", ["port", "rest_api_port"])
+def test_a_taken_port_is_one_error_line_before_any_model_loads(
+    tmp_path, saved_models, install_version, flag
+):
+    """The port check comes first: no model is loaded (a BERT takes a minute) before the
+    server says which flag's port it cannot bind, and no gRPC "E ... add_port.cc" line."""
+    from bert_tf.net import free_port
+
+    (tmp_path / "m").mkdir()
+    install_version(saved_models["affine1"], tmp_path / "m", 1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"port": free_port(), "rest_api_port": free_port(), flag: port}
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "serving.server",
+                "--embedded",
+                *(f"--{name}={value}" for name, value in ports.items()),
+                "--model_name=m",
+                f"--model_base_path={tmp_path / 'm'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"error: --{flag}={port}: cannot bind 127.0.0.1:{port} ("), lines
+    assert "Loading m version" not in result.stderr
+    assert not any(line.startswith("E") and line[1:5].isdigit() for line in lines), lines

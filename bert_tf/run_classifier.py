@@ -57,11 +57,23 @@ FLAGS = flags.FLAGS
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines this script's flags (in `flag_values`); called when it runs as a program, or by
     tests on their own `FlagValues`, so importing the module never defines flags twice."""
+    text = glue.TextClassificationProcessor
     flags.DEFINE_string(
-        "task_name", None, f"One of {list(glue.PROCESSORS)}.", flag_values=flag_values
+        "task_name",
+        None,
+        f"One of {list(glue.PROCESSORS)}. The GLUE tasks and xnli read their official files; "
+        f"{text.name} reads your own: train/dev/test .tsv or .csv files (any language; .tsv "
+        "first if both), each with a header row naming its columns (any case): 'label', the text (one "
+        f"of {', '.join(repr(c) for c in text.TEXT_A)}) and optionally a second text (one of "
+        f"{', '.join(repr(c) for c in text.TEXT_B)}); the labels are the training file's "
+        "distinct values, sorted; the test file needs no 'label'.",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
-        "data_dir", None, "Folder with the task's train/dev/test files.", flag_values=flag_values
+        "data_dir",
+        None,
+        "Folder with the task's train/dev/test files (see --task_name for text_classification's).",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "output_dir", None, "Checkpoints, logs and results go here.", flag_values=flag_values

@@ -231,3 +231,39 @@ def test_sigkill_mid_training_then_rerun_finishes(polarity_dir, minilm_dir, tmp_
     assert _eval_results(tmp_path)["global_step"] == 1000
     steps = [e["step"] for e in json.loads((tmp_path / training.LOG_FILE).read_text())["history"]]
     assert steps == list(range(100, 1001, 100))
+
+
+def test_text_classification_format_is_in_the_readme_and_the_help(tmp_path):
+    """The file format of --task_name=text_classification, shown where a user looks (the
+    README, `run_classifier --help`), is the one the reader reads: the README's example file
+    loads, and both name every header the reader accepts."""
+    from bert_tf.tasks import glue
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("Your own classification data:")
+    paragraph = readme[start : readme.index("```text", start)]
+    example = readme[readme.index("```text\n", start) + 8 : readme.index("```\n", start + 1)]
+    processor = glue.TextClassificationProcessor()
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.tsv").write_text(example, encoding="utf-8")
+    examples = processor.get_train_examples(str(tmp_path))
+    assert [(e.text_a, e.label) for e in examples] == [
+        ("a masterful, moving film", "pos"),
+        ("dull, flat", "neg"),
+    ]
+    assert processor.get_labels(str(tmp_path)) == ["neg", "pos"]
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.run_classifier", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    help_text = " ".join(result.stdout.split())
+    for name in ("label", *processor.TEXT_A, *processor.TEXT_B):
+        assert f"`{name}`" in paragraph, name
+        assert f"'{name}'" in help_text, name
+    paragraph = " ".join(paragraph.split())
+    assert "header row" in help_text and "header row" in paragraph
+    assert ".tsv or .csv" in help_text and "`.csv`" in paragraph
+    assert "the test file needs no 'label'" in help_text
+    assert "the test file needs no `label`" in paragraph

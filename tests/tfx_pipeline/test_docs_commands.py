@@ -3,8 +3,10 @@ substituted: conftest.PLACEHOLDERS) up to the network call: compile, then load t
 the upload would."""
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from tfx_pipeline import run
 
@@ -67,3 +69,16 @@ def test_compile_prints_only_its_result(tmp_path, pipeline_helpers):
     assert result.returncode == 0, result.stderr[-3000:]
     output = (result.stdout + result.stderr).splitlines()
     assert output == [f"wrote {spec_arg.split('=', 1)[1]}"]
+
+
+def test_the_readme_says_one_thing_about_a_second_make_demo():
+    """A rerun reuses every component (test_pipelines.py's
+    test_second_run_reuses_cached_components): no README sentence about a second run may say
+    it evaluates or pushes again."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    demo = readme[readme.index("**`make demo`**") : readme.index("**`make test`**")]
+    sentences = re.split(r"(?<=[.;])\s+", " ".join(demo.split()))
+    about_rerun = [s for s in sentences if re.search(r"second (run|`make demo`)", s)]
+    assert about_rerun
+    for sentence in about_rerun:
+        assert not re.search(r"scores the model again|as a new version", sentence), sentence

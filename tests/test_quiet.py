@@ -98,7 +98,8 @@ def test_onednn_is_on_unless_the_user_turned_it_off():
 
 
 # A script's own INFO lines among TensorFlow's: a checkpoint ("Sharding callback duration"), a
-# SavedModel ("Assets written to", "Writing fingerprint") and BERT inputs packed in a graph.
+# SavedModel ("Assets written to", "Writing fingerprint"), BERT inputs packed and masked in a
+# graph (an integer Transpose there made oneDNN log an error line, once per process).
 _LIBRARY_NOISE_PROGRAM = """
 import sys
 import tempfile
@@ -109,6 +110,7 @@ from bert_tf import flags_util
 
 def main(argv):
     import tensorflow as tf
+    from bert_tf.text.masking import MaskedLmMasker
     from bert_tf.text.tokenization import BertPreprocessor
 
     folder = tempfile.mkdtemp()
@@ -120,6 +122,8 @@ def main(argv):
     tf.saved_model.save(module, folder + "/model")
     preprocessor = BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"], 8)
     tf.function(preprocessor)((tf.constant(["a a"]), tf.constant(["a"])))
+    masker = MaskedLmMasker(10, mask_id=4, pad_id=0, unselectable_ids=[2, 3])
+    masker(tf.ragged.constant([[2, 5, 6, 7, 3]]), tf.constant([[1, 2]]))
     logging.warning("our warning line")
 
 flags_util.run(main)

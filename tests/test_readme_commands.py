@@ -12,13 +12,10 @@ What the test changes, and only this (the README says so under the block):
 Every other character of every line runs as written, `source .venv/bin/activate` included.
 """
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -81,7 +78,7 @@ def as_test_script(block: str, minilm: Path, grpc_port: int, rest_port: int) -> 
 
 
 @pytest.fixture(scope="module")
-def readme_run(tmp_path_factory, minilm_dir, gensim_dir, lee_corpus):
+def readme_run(tmp_path_factory, minilm_dir, gensim_dir, lee_corpus, run_shell_script):
     work = tmp_path_factory.mktemp("readme")
     (work / ".venv").symlink_to(sys.prefix)
     lee_corpus(work / "corpus", a=6, b=4)
@@ -105,21 +102,8 @@ def readme_run(tmp_path_factory, minilm_dir, gensim_dir, lee_corpus):
         p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix)
     )
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    process = subprocess.Popen(
-        ["bash", "readme.sh"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # the background server is in its group
-    )
-    try:
-        output, _ = process.communicate(timeout=1200)
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # the server, if the script failed
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 0, output[-5000:]
+    returncode, output = run_shell_script(work / "readme.sh", env, timeout=1200)
+    assert returncode == 0, output[-5000:]
     return work, output
 
 
@@ -170,3 +154,16 @@ def test_clients_answered(readme_run):
     body, _ = json.JSONDecoder().raw_decode(output[output.rindex("{", 0, key) :])
     (prediction,) = body["predictions"]
     assert len(prediction["probabilities"]) == 2
+
+
+@pytest.mark.timeout(1500)
+def test_no_error_level_or_library_info_lines(readme_run):
+    """Nothing is wrong, so nothing prints as an error: no absl "E1205 ..." or TensorFlow C++
+    "...: E file.cc:1]" line (oneDNN's "supports DT_INT64 only on platforms with AVX-512" was
+    one, in every process), and none of TensorFlow's INFO lines among the scripts' own."""
+    _, output = readme_run
+    lines = output.splitlines()
+    assert [line for line in lines if re.match(r"E\d{4} |\S+ \S+: E \S+\]", line)] == []
+    for noise in ("Sharding callback duration", "Assets written to", "Writing fingerprint"):
+        assert noise not in output
+    assert any("step 4/4" in line for line in lines)  # the scripts' progress lines stay

@@ -131,12 +131,21 @@ class _WordSelector(tf_text.RandomItemSelector):
 
         _, taken_in_order = tf.scan(
             take,
-            tf.transpose(length_in_order),
+            _transpose(length_in_order),
             initializer=(tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool)),
         )
-        taken = tf.gather(tf.transpose(taken_in_order), tf.argsort(order, axis=1), batch_dims=1)
+        taken = tf.gather(_transpose(taken_in_order), tf.argsort(order, axis=1), batch_dims=1)
         selected = selectable & tf.gather(taken, word, batch_dims=1)
         return tf.RaggedTensor.from_tensor(selected, lengths=input_ids.row_lengths())
+
+
+def _transpose(matrix: tf.Tensor) -> tf.Tensor:
+    """`tf.transpose` of a [rows, columns] tensor, as a gather: oneDNN's graph pass logs
+    "E ... oneDNN supports DT_INT32 only on platforms with AVX-512" for any Transpose op of
+    integers or booleans (an error line in every process that masks; the op still runs)."""
+    rows, columns = tf.shape(matrix)[0], tf.shape(matrix)[1]
+    index = tf.range(rows)[None, :] * columns + tf.range(columns)[:, None]
+    return tf.gather(tf.reshape(matrix, [-1]), index)
 
 
 class _SeededMaskValuesChooser(tf_text.MaskValuesChooser):

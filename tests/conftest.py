@@ -6,11 +6,13 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import ast
+import contextlib
 import dataclasses
 import importlib.util
 import itertools
 import json
 import random
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +105,32 @@ def run_main(monkeypatch):
         flag_values([module.__name__, *args])
         monkeypatch.setattr(module, "FLAGS", flag_values)
         module.main([module.__name__])
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_shell_script() -> Callable[[Path, dict, float], tuple[int, str]]:
+    """`run(script, env, timeout)`: bash runs the file `script` in its folder; returns its exit
+    status and its output (stdout and stderr together). Background jobs it starts (a model
+    server) are in its own process group, killed when it ends or times out."""
+
+    def run(script: Path, env: dict, timeout: float) -> tuple[int, str]:
+        process = subprocess.Popen(
+            ["bash", script.name],
+            cwd=script.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # a server, if the script failed
+                os.killpg(process.pid, signal.SIGKILL)
+        return process.returncode, output
 
     return run
 

@@ -93,36 +93,33 @@ def test_sentence_pairs_split_like_google(tmp_path):
         read_examples(str(path))
 
 
-def test_hf_config_json_as_bert_config_file(tmp_path, minilm_dir, run_main):
-    # Regression: every script rejected an HF config.json given as --bert_config_file.
-    (tmp_path / "input.txt").write_text("hello world\n")
+def _extract(run_main, tmp_path, minilm_dir, text: str, *args: str) -> dict:
+    """extract_features in process on one line of `text` with MiniLM: its one JSON record."""
+    (tmp_path / "input.txt").write_text(text + "\n")
     output_file = tmp_path / "features.jsonl"
     run_main(
         extract_features,
         f"--input_file={tmp_path / 'input.txt'}",
         f"--output_file={output_file}",
         f"--init_checkpoint={minilm_dir}",
-        f"--bert_config_file={minilm_dir / 'config.json'}",
         "--layers=-1",
-        "--max_seq_length=8",
+        *args,
     )
     (record,) = [json.loads(line) for line in output_file.read_text().splitlines()]
+    return record
+
+
+def test_hf_config_json_as_bert_config_file(tmp_path, minilm_dir, run_main):
+    # Regression: every script rejected an HF config.json given as --bert_config_file.
+    config = f"--bert_config_file={minilm_dir / 'config.json'}"
+    record = _extract(run_main, tmp_path, minilm_dir, "hello world", config, "--max_seq_length=8")
     assert [f["token"] for f in record["features"]] == ["[CLS]", "hello", "world", "[SEP]"]
 
 
 def _cls_values(run_main, tmp_path, minilm_dir, *args: str) -> list[float]:
-    (tmp_path / "input.txt").write_text("A man is eating food.\n")
-    output_file = tmp_path / "features.jsonl"
-    run_main(
-        extract_features,
-        f"--input_file={tmp_path / 'input.txt'}",
-        f"--output_file={output_file}",
-        f"--init_checkpoint={minilm_dir}",
-        "--layers=-1",
-        "--max_seq_length=16",
-        *args,
+    record = _extract(
+        run_main, tmp_path, minilm_dir, "A man is eating food.", "--max_seq_length=16", *args
     )
-    (record,) = [json.loads(line) for line in output_file.read_text().splitlines()]
     return record["features"][0]["layers"][0]["values"]
 
 

@@ -8,11 +8,8 @@ wait until every configured model is AVAILABLE (a person would wait for its "Run
 ModelServer" line). Every other character of every line runs as written.
 """
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -83,27 +80,14 @@ def work(tmp_path_factory, minilm_dir) -> Path:
     return work
 
 
-def test_local_block_serves_the_configured_models(work):
+def test_local_block_serves_the_configured_models(work, run_shell_script):
     grpc_port, rest_port = net.free_port(), net.free_port()
     script = as_test_script(local_block(), grpc_port, rest_port)
     (work / "local.sh").write_text(script, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # `python -m serving...` from the work folder
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    process = subprocess.Popen(
-        ["bash", "local.sh"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # the background server is in its group
-    )
-    try:
-        output, _ = process.communicate(timeout=900)
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # the server, if the script failed
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 0, output[-5000:]
+    returncode, output = run_shell_script(work / "local.sh", env, timeout=900)
+    assert returncode == 0, output[-5000:]
     # The client's answer: one row of the classifier's two class probabilities.
     assert re.search(r"^probabilities \[1, 2\]", output, re.M), output[-3000:]
     # The monitoring config's Prometheus endpoint counted that request.

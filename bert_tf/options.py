@@ -74,7 +74,9 @@ def same_as(
 
 
 def shown(value: Any) -> str:
-    """`value` as a flag would spell it (`true`, `''`, `0.1`)."""
+    """`value` as a flag would spell it (`true`, `''`, `0.1`; None: `unset`)."""
+    if value is None:
+        return "unset"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str):
@@ -253,6 +255,14 @@ class TrainingLoopOptions:
     log_steps: int = option(100, "Steps between progress lines and summaries", above=0)
     gradient_accumulation_steps: int = option(
         1, "Micro-batches per optimizer step (must divide the per-replica batch)", above=0
+    )
+    head_learning_rate_multiplier: float = option(
+        1.0,
+        "Learning rate of the variables --init_checkpoint lacks (a task head; the masked-LM "
+        "transform, its output bias and the next-sentence head of an encoder-only checkpoint), "
+        "as a multiple of --learning_rate, same warmup and decay; no effect without "
+        "--init_checkpoint",
+        above=0,
     )
     seed: int | None = option(
         None,

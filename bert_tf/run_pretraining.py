@@ -20,6 +20,17 @@ Example:
       --output_dir=/tmp/pretraining_output --do_train --do_eval --preset=tiny \
       --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
       --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+
+Continued (domain-adaptive) pretraining of a released checkpoint on one's own text: the config
+and vocab come from the checkpoint; the pre-training heads an encoder-only checkpoint lacks
+(an HF `BertModel` folder such as all-MiniLM-L6-v2) start fresh, named in one log line, the
+masked-LM decoder tied to the loaded word embeddings; `--head_learning_rate_multiplier` lets
+those fresh heads learn faster than the encoder under them:
+
+    python -m bert_tf.run_pretraining --input_file=train.tfrecord --output_dir=/tmp/continued \
+      --init_checkpoint=$HOME/.cache/bert_tfx/minilm --do_train --do_eval --max_seq_length=64 \
+      --max_predictions_per_seq=10 --num_train_steps=200 --num_warmup_steps=20 \
+      --learning_rate=1e-4 --head_learning_rate_multiplier=20
 """
 
 from __future__ import annotations
@@ -247,7 +258,7 @@ def _run(
         global_step = int(latest.rsplit("-", 1)[1])
         logging.info("restored %s", latest)
     elif args.init_checkpoint:
-        checkpoints.load_pretrained(model, args.init_checkpoint)
+        checkpoints.load_pretrained(model, args.init_checkpoint, fresh_heads=True)
 
     if args.do_eval:
         result = {

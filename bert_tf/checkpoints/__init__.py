@@ -66,6 +66,7 @@ from bert_tf.checkpoints.readers import (
     CheckpointSource,
     checkpoint_folder,
     detect_format,
+    fresh_variables,
     load_pretrained,
     read_checkpoint,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "checkpoint_folder",
     "detect_format",
     "find_encoder",
+    "fresh_variables",
     "get_google_weights",
     "get_hf_weights",
     "has_pretraining_heads",

@@ -245,12 +245,71 @@ def _check_config(model_config: BertConfig, source: CheckpointSource) -> None:
         )
 
 
+@dataclasses.dataclass
+class _LoadPlan:
+    """What `load_pretrained` would do: the model's table weights, the checkpoint's task heads
+    for it, and every problem found."""
+
+    source: CheckpointSource
+    weights: dict[str, tuple[Row, keras.Variable]]
+    task_heads: dict[str, tuple[keras.Variable, keras.Variable]]
+    missing: list[str]
+    fresh_heads: list[str]  # pre-training head variables missing, started fresh
+    unused: list[str]
+    unexpected: list[str]
+    mismatched: dict[str, str]  # name -> "checkpoint <shape> vs model <shape>"
+
+    def loaded_variables(self) -> list[keras.Variable]:
+        """The model variables the checkpoint sets."""
+        return [
+            variable
+            for name, (_, variable) in self.weights.items()
+            if name in self.source.shapes and name not in self.mismatched
+        ] + [
+            variable
+            for path, (variable, _) in self.task_heads.items()
+            if path not in self.mismatched
+        ]
+
+
+def _plan(model: keras.Model, source: CheckpointSource, fresh_heads: bool) -> _LoadPlan:
+    encoder = find_encoder(model)
+    _check_config(encoder.bert_config, source)
+    weights = model_weights(model)
+    rows = table(encoder.bert_config.num_hidden_layers)
+    known = {row.google for row in rows}
+    head_names = {row.google for row in rows if row.scope == "pretraining"}
+    missing = sorted(set(weights) - set(source.shapes))
+    fresh = [name for name in missing if name in head_names] if fresh_heads else []
+    missing = [name for name in missing if name not in fresh]
+    mismatched = {}
+    for name in sorted(set(weights) & set(source.shapes)):
+        row, variable = weights[name]
+        expected = google_shape(variable.shape, row.layout)
+        if tuple(source.shapes[name]) != expected:
+            mismatched[name] = (
+                f"{name}: checkpoint {tuple(source.shapes[name])} vs model {expected}"
+            )
+    task_heads = _task_head_pairs(model, source, weights, missing, mismatched)
+    return _LoadPlan(
+        source=source,
+        weights=weights,
+        task_heads=task_heads,
+        missing=missing,
+        fresh_heads=fresh,
+        unused=sorted((set(source.shapes) & known) - set(weights)),
+        unexpected=sorted(source.unmapped + list(set(source.shapes) - known)),
+        mismatched=mismatched,
+    )
+
+
 def load_pretrained(
     model: keras.Model,
     init_checkpoint: str | os.PathLike,
     allow_missing: bool = False,
     allow_unexpected: bool = False,
     skip_mismatch: bool = False,
+    fresh_heads: bool = False,
 ) -> list[str]:
     """Loads BERT weights into a `BertEncoder` or task model; returns the loaded google names.
 
@@ -261,6 +320,12 @@ def load_pretrained(
     are skipped and logged, as are task heads the table does not cover, except that a
     `training_checkpoint` of the same task model class also restores its task heads.
 
+    `fresh_heads=True` (training: google-research's run_pretraining does the same) lets the
+    pre-training heads' variables the checkpoint lacks (an encoder-only checkpoint such as an
+    HF `BertModel`, or an HF `BertForMaskedLM` without the next-sentence head) keep their
+    initial values, named in one log line; the masked-LM decoder is the word embeddings, so it
+    is loaded with them.
+
     Raises `CheckpointMismatchError` listing every variable missing in the checkpoint, every
     checkpoint variable the model cannot take, and every shape mismatch (checkpoint vs model),
     unless the matching `allow_missing` / `allow_unexpected` / `skip_mismatch` is set, in which
@@ -269,28 +334,13 @@ def load_pretrained(
     differs in architecture; the GELU form alone (erf or tanh) is the model's config's choice,
     logged in one line.
     """
-    source = read_checkpoint(init_checkpoint)
-    encoder = find_encoder(model)
-    _check_config(encoder.bert_config, source)
-    weights = model_weights(model)
-    known = {row.google for row in table(encoder.bert_config.num_hidden_layers)}
-    missing = sorted(set(weights) - set(source.shapes))
-    unused = sorted((set(source.shapes) & known) - set(weights))
-    unexpected = sorted(source.unmapped + list(set(source.shapes) - known))
-    mismatched = {}  # name -> "checkpoint <shape> vs model <shape>"
-    for name in sorted(set(weights) & set(source.shapes)):
-        row, variable = weights[name]
-        expected = google_shape(variable.shape, row.layout)
-        if tuple(source.shapes[name]) != expected:
-            mismatched[name] = (
-                f"{name}: checkpoint {tuple(source.shapes[name])} vs model {expected}"
-            )
-    task_heads = _task_head_pairs(model, source, weights, missing, mismatched)
+    plan = _plan(model, read_checkpoint(init_checkpoint), fresh_heads)
+    source = plan.source
     problems = []
     for items, allowed, what, flag in (
-        (missing, allow_missing, "missing in checkpoint", "allow_missing"),
-        (unexpected, allow_unexpected, "unexpected in checkpoint", "allow_unexpected"),
-        (list(mismatched.values()), skip_mismatch, "shape mismatch", "skip_mismatch"),
+        (plan.missing, allow_missing, "missing in checkpoint", "allow_missing"),
+        (plan.unexpected, allow_unexpected, "unexpected in checkpoint", "allow_unexpected"),
+        (list(plan.mismatched.values()), skip_mismatch, "shape mismatch", "skip_mismatch"),
     ):
         if not items:
             continue
@@ -303,27 +353,46 @@ def load_pretrained(
         raise CheckpointMismatchError(
             f"checkpoint {source.path} does not match the model:\n" + "\n".join(problems)
         )
-    if unused:
+    if plan.fresh_heads:
         logging.info(
-            "%s: %d variables not used by this model: %s", source.path, len(unused), unused
+            "%s has no %s: %d pre-training head variables start fresh",
+            source.path,
+            ", ".join(plan.fresh_heads),
+            len(plan.fresh_heads),
         )
-    untouched = {id(v) for v in model.weights} - {id(v) for _, v in weights.values()}
-    untouched -= {id(v) for v, _ in task_heads.values()}
+    if plan.unused:
+        logging.info(
+            "%s: %d variables not used by this model: %s",
+            source.path,
+            len(plan.unused),
+            plan.unused,
+        )
+    untouched = {id(v) for v in model.weights} - {id(v) for _, v in plan.weights.values()}
+    untouched -= {id(v) for v, _ in plan.task_heads.values()}
     if untouched:
         logging.info(
             "%s: %d model variables are task heads kept as initialised", source.path, len(untouched)
         )
     loaded = []
-    for name, (row, variable) in weights.items():
-        if name in source.shapes and name not in mismatched:
+    for name, (row, variable) in plan.weights.items():
+        if name in source.shapes and name not in plan.mismatched:
             array = from_google(source.load(name), row.layout, tuple(variable.shape))
             variable.assign(array.astype(variable.dtype))
             loaded.append(name)
-    for path, (variable, saved) in task_heads.items():
-        if path not in mismatched:
+    for path, (variable, saved) in plan.task_heads.items():
+        if path not in plan.mismatched:
             variable.assign(saved)
             loaded.append(path)
     return loaded
+
+
+def fresh_variables(model: keras.Model, init_checkpoint: str | os.PathLike) -> list[keras.Variable]:
+    """`model`'s trainable variables that `load_pretrained(model, init_checkpoint,
+    fresh_heads=True)` leaves as initialised: task heads and the pre-training heads the
+    checkpoint lacks. Reads only the checkpoint's names and shapes (a resumed run asks again)."""
+    plan = _plan(model, read_checkpoint(init_checkpoint), fresh_heads=True)
+    loaded = {id(v) for v in plan.loaded_variables()}
+    return [v for v in model.trainable_variables if id(v) not in loaded]
 
 
 def _task_head_pairs(

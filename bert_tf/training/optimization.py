@@ -129,15 +129,41 @@ class _DenseGradients:
         return super()._clip_gradients(grads)
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertLamb(_DenseGradients, keras.optimizers.Lamb):
-    """`keras.optimizers.Lamb` on dense gradients (`_DenseGradients`)."""
+class _LearningRateMultipliers:
+    """A learning-rate factor per variable: Keras optimizers have one rate for all. Continued
+    pretraining from an encoder-only checkpoint needs its fresh masked-LM head to learn faster
+    than the loaded encoder under it (`Trainer`'s `fresh_learning_rate_multiplier`). The factor
+    scales the scheduled rate of each step (warmup and decay included) in the update; Keras'
+    decoupled weight decay keeps the unscaled rate."""
+
+    def set_learning_rate_multiplier(self, variables, multiplier: float) -> None:
+        """Every step moves `variables` with `multiplier` x the scheduled learning rate; set
+        before the first step is traced."""
+        factors = dict(getattr(self, "_learning_rate_multipliers", {}))
+        factors.update({self._var_key(v): float(multiplier) for v in variables})
+        self._learning_rate_multipliers = factors
+
+    def _scaled_learning_rate(self, variable, learning_rate):
+        factor = getattr(self, "_learning_rate_multipliers", {}).get(self._var_key(variable), 1.0)
+        return learning_rate if factor == 1.0 else learning_rate * factor
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertAdamW(_DenseGradients, keras.optimizers.AdamW):
-    """`keras.optimizers.AdamW` on dense gradients (`_DenseGradients`), with the two switches
-    where Adam implementations differ.
+class BertLamb(_LearningRateMultipliers, _DenseGradients, keras.optimizers.Lamb):
+    """`keras.optimizers.Lamb` on dense gradients (`_DenseGradients`), with per-variable
+    learning-rate factors (`_LearningRateMultipliers`)."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        return super().update_step(
+            gradient, variable, self._scaled_learning_rate(variable, learning_rate)
+        )
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertAdamW(_LearningRateMultipliers, _DenseGradients, keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` on dense gradients (`_DenseGradients`), with per-variable
+    learning-rate factors (`_LearningRateMultipliers`) and the two switches where Adam
+    implementations differ.
 
     With `m`, `v` the moment estimates after step `t` (counted from 1), `lr` the step's rate and
     `bc1 = 1 - beta_1^t`, `bc2 = 1 - beta_2^t`, the variable moves by
@@ -169,6 +195,7 @@ class BertAdamW(_DenseGradients, keras.optimizers.AdamW):
         self.epsilon_after_bias_correction = epsilon_after_bias_correction
 
     def update_step(self, gradient, variable, learning_rate):
+        learning_rate = self._scaled_learning_rate(variable, learning_rate)
         if self.bias_correction and not self.epsilon_after_bias_correction:
             return super().update_step(gradient, variable, learning_rate)
         dtype = variable.dtype

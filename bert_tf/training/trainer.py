@@ -123,6 +123,7 @@ def make_trainer(
         log_steps=loop.log_steps,
         keep_checkpoint_max=loop.keep_checkpoint_max,
         jit_compile=jit_compile,
+        head_learning_rate_multiplier=loop.head_learning_rate_multiplier,
     )
 
 
@@ -158,6 +159,10 @@ class Trainer:
         save_checkpoints_steps: checkpoint every this many steps (and at the end).
         log_steps: log/summarise every this many steps (and at the end).
         keep_checkpoint_max: checkpoints kept in `output_dir`.
+        head_learning_rate_multiplier: the learning-rate factor of the variables an
+            `init_checkpoint` lacks (task heads, pre-training heads of an encoder-only
+            checkpoint); the optimizer must take per-variable factors
+            (`optimization.BertAdamW` / `BertLamb`) unless it is 1.
         jit_compile: XLA-compile the forward and backward pass.
     """
 
@@ -175,7 +180,13 @@ class Trainer:
         log_steps: int = 100,
         keep_checkpoint_max: int = 5,
         jit_compile: bool = False,
+        head_learning_rate_multiplier: float = 1.0,
     ):
+        if not head_learning_rate_multiplier > 0:
+            raise ValueError(
+                "head_learning_rate_multiplier must be positive, got "
+                f"{head_learning_rate_multiplier}"
+            )
         for name, value in (
             ("gradient_accumulation_steps", gradient_accumulation_steps),
             ("steps_per_loop", steps_per_loop),
@@ -195,6 +206,7 @@ class Trainer:
         self.log_steps = log_steps
         self.keep_checkpoint_max = keep_checkpoint_max
         self.jit_compile = jit_compile
+        self.head_learning_rate_multiplier = head_learning_rate_multiplier
         with self.strategy.scope():
             if keras.mixed_precision.global_policy().name == "mixed_float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer
@@ -383,8 +395,11 @@ class Trainer:
         if latest := checkpoints.restore_newest_readable(checkpoint, self.output_dir):
             logging.info("resumed from %s at step %d", latest, int(self.global_step))
         elif init_checkpoint:
-            checkpoints.load_pretrained(self.model, init_checkpoint)
+            checkpoints.load_pretrained(self.model, init_checkpoint, fresh_heads=True)
             logging.info("initialised weights from %s", init_checkpoint)
+        if init_checkpoint and self.head_learning_rate_multiplier != 1:
+            # Again on a resume: the factors are not part of the checkpoint.
+            self._scale_fresh_learning_rates(init_checkpoint)
         step = int(self.global_step)
         # Shard by data, not files: each worker takes its replicas' part of every global batch,
         # so a multi-worker run trains on the batches of a one-worker run and `skip` resumes it.
@@ -462,6 +477,28 @@ class Trainer:
         return last
 
     # --- training log -------------------------------------------------------------------------
+
+    def _scale_fresh_learning_rates(self, init_checkpoint: str | os.PathLike) -> None:
+        """The variables `init_checkpoint` lacks learn at `head_learning_rate_multiplier` x the
+        rate (before the step is traced, so the compiled update uses it)."""
+        fresh = checkpoints.fresh_variables(self.model, init_checkpoint)
+        if not fresh:
+            return
+        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        if not hasattr(inner, "set_learning_rate_multiplier"):
+            raise ValueError(
+                f"head_learning_rate_multiplier={self.head_learning_rate_multiplier} needs an "
+                f"optimizer with per-variable rates (BertAdamW, BertLamb), not "
+                f"{type(inner).__name__}"
+            )
+        inner.set_learning_rate_multiplier(fresh, self.head_learning_rate_multiplier)
+        logging.info(
+            "learning rate x%g for the %d variables %s lacks: %s",
+            self.head_learning_rate_multiplier,
+            len(fresh),
+            init_checkpoint,
+            ", ".join(v.path for v in fresh),
+        )
 
     def _read_history(self, step: int) -> list[dict]:
         """The log so far, minus entries past `step` (a killed run logged them, then lost them)."""

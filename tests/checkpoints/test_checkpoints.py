@@ -280,3 +280,37 @@ def test_convert_checkpoint_outputs_follow_the_umask(minilm_dir, tmp_path, mask)
     assert {"bert_config.json", "vocab.txt", "checkpoint", "bert_model.ckpt.index"} <= set(modes)
     assert set(modes.values()) == {0o666 & ~mask}, modes
     assert stat.S_IMODE((tmp_path / "google").stat().st_mode) == 0o777 & ~mask
+
+
+def test_encoder_only_checkpoint_starts_fresh_pretraining_heads(tmp_path):
+    """Continued pretraining from an encoder-only checkpoint (an HF BertModel, e.g. MiniLM):
+    with fresh_heads the encoder loads, the seven head variables keep their initial values,
+    the masked-LM decoder is the loaded word embeddings; without it the error lists them."""
+    encoder_only = build_encoder(TINY)
+    prefix = _checkpoint_without_config(encoder_only, tmp_path)
+    model = _pretrainer()
+    with pytest.raises(checkpoints.CheckpointMismatchError, match=r"missing in checkpoint \(7\)"):
+        checkpoints.load_pretrained(model, prefix)
+    head = model.masked_lm_head._intermediate_dense.kernel.numpy()
+    checkpoints.load_pretrained(model, prefix, fresh_heads=True)
+    np.testing.assert_array_equal(model.masked_lm_head._intermediate_dense.kernel, head)
+    np.testing.assert_array_equal(
+        model.encoder.word_embeddings.embeddings, encoder_only.word_embeddings.embeddings
+    )
+    # The tied decoder: logits move with the word embeddings.
+    before = model(PRETRAINING_FEATURES)["mlm_logits"].numpy()
+    model.encoder.word_embeddings.embeddings.assign(model.encoder.word_embeddings.embeddings * 2)
+    assert not np.allclose(model(PRETRAINING_FEATURES)["mlm_logits"], before)
+    fresh = {v.path for v in checkpoints.fresh_variables(model, prefix)}
+    assert len(fresh) == 7
+    assert all(p.startswith(("masked_lm_head", "next_sentence_head")) for p in fresh), fresh
+    # A missing encoder variable is still an error with fresh_heads.
+    deeper = _pretrainer(BertConfig(**{**TINY.to_dict(), "num_hidden_layers": 3}))
+    with pytest.raises(checkpoints.CheckpointMismatchError, match=r"missing in checkpoint \(16\)"):
+        checkpoints.load_pretrained(deeper, prefix, fresh_heads=True)
+
+
+def test_checkpoint_with_heads_has_no_fresh_variables(tmp_path):
+    model = _pretrainer()
+    prefix = _checkpoint_without_config(model, tmp_path)
+    assert checkpoints.fresh_variables(_pretrainer(), prefix) == []

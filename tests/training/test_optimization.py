@@ -57,3 +57,24 @@ def test_weight_decay_skips_layer_norm_and_biases(optimizer_type):
     assert names(decayed) == {"kernel", "embeddings"}
     assert names(kept) == {"gamma", "beta", "bias", "output_bias"}
     assert any("attention" in p for p in decayed) and any("layer_norm" in p for p in kept)
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+def test_learning_rate_multiplier_scales_only_its_variables(optimizer_type):
+    """Same gradients, same schedule: a variable with factor 10 moves 10x as far on the first
+    step (Adam's first update is lr * sign(g), LAMB's is trust-ratio scaled by the same lr)."""
+    import tensorflow as tf
+
+    moves = {}
+    for factor in (1.0, 10.0):
+        a, b = tf.Variable([1.0, -2.0], name="a"), tf.Variable([0.5, 3.0], name="b")
+        optimizer = create_optimizer(
+            1e-3, 10, 0, optimizer_type, weight_decay=0.0, global_clipnorm=None
+        )
+        optimizer.build([a, b])
+        optimizer.set_learning_rate_multiplier([b], factor)
+        optimizer.apply([tf.constant([0.3, -0.1]), tf.constant([0.2, 0.4])], [a, b])
+        moves[factor] = (a.numpy() - [1.0, -2.0], b.numpy() - [0.5, 3.0])
+    np.testing.assert_allclose(moves[10.0][0], moves[1.0][0], rtol=1e-6)
+    np.testing.assert_allclose(moves[10.0][1], 10 * moves[1.0][1], rtol=1e-4)  # float32 round-off
+    assert np.all(moves[1.0][1] != 0)

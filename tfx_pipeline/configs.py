@@ -95,6 +95,9 @@ class TrainingOptions:
     train_batch_size: int = same_as(TrainingLoopOptions, "train_batch_size")
     eval_batch_size: int = option(32, "Evaluation batch size (the evaluators')", minimum=1)
     learning_rate: float = same_as(TrainingLoopOptions, "learning_rate", 1e-4)
+    head_learning_rate_multiplier: float = same_as(
+        TrainingLoopOptions, "head_learning_rate_multiplier"
+    )
     warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
     use_mixed_precision: bool = same_as(PrecisionOptions, "use_mixed_precision")
     mixed_precision_dtype: str = same_as(PrecisionOptions, "mixed_precision_dtype")
@@ -199,6 +202,17 @@ class FineTuningOptions(TrainingOptions):
     tune_num_train_epochs: str = option(
         "2,3,4", "Tuner: epochs to try (comma-separated; BERT paper's)"
     )
+    # The evaluators' data baseline (components/tfma_evaluator.py, squad_evaluator.py).
+    min_baseline_gain: float = option(
+        0.01,
+        "Blessing: the main metric on the dev file must beat what the eval split's best constant "
+        "predictor scores by this much (on top of --min_metric / --min_f1). classify, in the "
+        "metric's units: accuracy over always the majority class, F1 over always class 1 "
+        "(2p/(1+p)), MCC and Pearson over 0, and for regression R² at least this (mean squared "
+        'error at most (1 - this) x the labels\' variance); squad, F1 points over always "" (no '
+        "answer; v2.0) or over each context's first k words, k the median gold answer length "
+        "(v1.1). Negative loosens it",
+    )
 
 
 @dataclasses.dataclass
@@ -251,6 +265,7 @@ class SquadOptions(FineTuningOptions):
     min_f1: float = option(
         0.0, "Blessing: the official F1 (percent) on the dev file must reach this"
     )
+    min_baseline_gain: float = 1.0  # F1 points
     max_f1_decrease: float = option(
         1.0, "Blessing: largest allowed F1 drop (points) below the model serving now"
     )

@@ -1,8 +1,9 @@
 """ML Metadata queries: a pipeline's latest run as data (`pipeline_results`).
 
-Each component's state and seconds, the evaluator's metrics against its thresholds (our
-evaluators' `metrics.json`, or TFMA's output), blessed or not, and the pushed folder or why
-nothing was pushed. Needs `ml_metadata` only (TFMA for a TFMA evaluation), not TFX; the store is
+Each component's state and seconds, the evaluator's metrics against its thresholds and beside
+what the eval split's constant predictor scores (our evaluators' `metrics.json`, or TFMA's output
+and the Evaluator's `data_baselines.json`), blessed or not, and the pushed folder or why nothing
+was pushed. Needs `ml_metadata` only (TFMA for a TFMA evaluation), not TFX; the store is
 opened read-only, so a run in progress is not disturbed. `tfx_pipeline.summary` prints it.
 
 Example:
@@ -24,6 +25,8 @@ from bert_tf import fileio
 # (`components.serving_baseline.NOT_PUSHED_REASON`; that module imports TFX).
 NOT_PUSHED_REASON = "not_pushed_reason"
 METRICS_FILE = "metrics.json"  # our evaluators' report (`components.blessing.METRICS_FILE`)
+# The TFMA Evaluator's data baselines (`components.tfma_evaluator.DATA_BASELINES_FILE`).
+DATA_BASELINES_FILE = "data_baselines.json"
 
 
 @dataclasses.dataclass
@@ -112,7 +115,12 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _report_lines(report: dict) -> list[str]:
+def _data_baseline(predictor: str | None, score: float) -> str:
+    """What the summary says beside a metric about the eval split's constant predictor."""
+    return f"; {predictor or 'a constant predictor'} scores {_number(score)}"
+
+
+def report_lines(report: dict) -> list[str]:
     """Our evaluators' metrics.json (PretrainingEvaluator, SquadEvaluator) as lines."""
     thresholds = report.get("thresholds")
     if thresholds is None and "min_f1" in report:
@@ -120,11 +128,12 @@ def _report_lines(report: dict) -> list[str]:
     thresholds = thresholds or {}
     max_decrease = report.get("max_decrease", report.get("max_f1_decrease"))
     candidate, baseline = report.get("candidate") or {}, report.get("baseline")
+    data, predictors = report.get("data_baselines") or {}, report.get("baseline_predictors") or {}
     lines = []
     for name, minimum in thresholds.items():
         line = f"{name} {_number(candidate.get(name))} (threshold >= {_number(minimum)}"
-        if name in (report.get("data_baselines") or {}):
-            line += f"; a constant predictor scores {_number(report['data_baselines'][name])}"
+        if name in data:
+            line += _data_baseline(predictors.get(name), data[name])
         if baseline and name in baseline:
             line += (
                 f"; the serving model's {_number(baseline[name])}, at most "
@@ -142,14 +151,26 @@ def _report_lines(report: dict) -> list[str]:
     return lines
 
 
-def _label(name: str, class_id: int | None) -> str:
-    """A TFMA metric's name, with the class of a binarized one ("f1_score (class 1)")."""
-    return name if class_id is None else f"{name} (class {class_id})"
+def _label(name: str, class_id: int | None, class_names: list[str]) -> str:
+    """A TFMA metric's name, with the class of a binarized one by its name ('f1_score ("pos")';
+    "class 1" when the name is unknown)."""
+    if class_id is None:
+        return name
+    if class_id < len(class_names):
+        return f'{name} ("{class_names[class_id]}")'
+    return f"{name} (class {class_id})"
 
 
-def _failure(failure) -> str:
+def _class_id(key) -> int | None:
+    sub_key = key.sub_key if key.HasField("sub_key") else None
+    return sub_key.class_id.value if sub_key and sub_key.HasField("class_id") else None
+
+
+def _failure(failure, class_names: list[str]) -> str:
     """A TFMA validation failure as the custom evaluators word theirs."""
-    name, value = failure.metric_key.name, _number(failure.metric_value.double_value.value)
+    key = failure.metric_key
+    name = _label(key.name, _class_id(key), class_names)
+    value = _number(failure.metric_value.double_value.value)
     threshold = failure.metric_threshold
     if failure.metric_key.is_diff:
         from tensorflow_model_analysis.proto import config_pb2
@@ -166,13 +187,17 @@ def _failure(failure) -> str:
     return f"{name} {value} > threshold {_number(bound.upper_bound.value)}"
 
 
-def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
-    """TFMA's output (TFX's Evaluator): (lines, failures)."""
+def tfma_lines(uri: str) -> tuple[list[str], list[str]]:
+    """TFMA's output (TFX's Evaluator) and its data baselines: (lines, failures)."""
     import tensorflow_model_analysis as tfma
     from tensorflow_model_analysis.metrics import metric_specs
     from tensorflow_model_analysis.proto import config_pb2
     from tensorflow_model_analysis.writers import eval_config_writer
 
+    gates_file = os.path.join(uri, DATA_BASELINES_FILE)
+    gated = json.loads(fileio.read_text(gates_file)) if fileio.exists(gates_file) else {}
+    class_names = gated.get("label_names") or []
+    gates = {_label(g["metric"], g.get("class_id"), class_names): g for g in gated.get("gates", [])}
     values: dict[tuple[str, bool, str], float] = {}
     for metrics in tfma.load_metrics(uri):
         if metrics.slice_key.single_slice_keys:
@@ -180,9 +205,8 @@ def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
         for item in metrics.metric_keys_and_values:
             if item.value.WhichOneof("type") != "double_value":
                 continue
-            sub_key = item.key.sub_key if item.key.HasField("sub_key") else None
-            class_id = sub_key.class_id.value if sub_key and sub_key.HasField("class_id") else None
-            key = (_label(item.key.name, class_id), item.key.is_diff, item.key.model_name)
+            label = _label(item.key.name, _class_id(item.key), class_names)
+            key = (label, item.key.is_diff, item.key.model_name)
             values[key] = item.value.double_value.value
     baseline_name = next((m for (_, diff, m) in values if m == "baseline" and not diff), None)
     candidate_name = "candidate" if baseline_name else ""
@@ -198,7 +222,8 @@ def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
             if baseline_name and key.model_name == baseline_name:
                 continue  # the baseline's copy of the candidate's thresholds
             for _, threshold in slices_and_thresholds:
-                name = _label(key.name, key.sub_key.class_id if key.sub_key else None)
+                class_id = key.sub_key.class_id if key.sub_key else None
+                name = _label(key.name, class_id, class_names)
                 checked.add(name)
                 if key.is_diff:
                     if baseline_name is None:
@@ -218,9 +243,10 @@ def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
                         bounds.append(f">= {_number(threshold.lower_bound.value)}")
                     if threshold.HasField("upper_bound"):
                         bounds.append(f"<= {_number(threshold.upper_bound.value)}")
-                    lines.append(
-                        f"{name} {_number(value(name))} (threshold {' and '.join(bounds)})"
-                    )
+                    line = f"{name} {_number(value(name))} (threshold {' and '.join(bounds)}"
+                    if name in gates:
+                        line += _data_baseline(gates[name]["predictor"], gates[name]["baseline"])
+                    lines.append(line + ")")
     others = [
         f"{name} {_number(v)}"
         for (name, diff, model), v in sorted(values.items())
@@ -231,7 +257,7 @@ def _tfma_lines(uri: str) -> tuple[list[str], list[str]]:
     lines = list(dict.fromkeys(lines))  # one line per metric and threshold
     validation = tfma.load_validation_result(uri)
     failures = [
-        _failure(f)
+        _failure(f, class_names)
         for per_slice in validation.metric_validations_per_slice
         for f in per_slice.failures
     ]
@@ -276,10 +302,10 @@ def pipeline_results(
             try:
                 if fileio.exists(report_file):  # the pipeline root may be a bucket
                     report = json.loads(fileio.read_text(report_file))
-                    results.evaluation = _report_lines(report)
+                    results.evaluation = report_lines(report)
                     results.failures = list(report.get("failures") or [])
                 else:
-                    results.evaluation, results.failures = _tfma_lines(uri)
+                    results.evaluation, results.failures = tfma_lines(uri)
             except Exception as e:  # a summary line, never a failed run
                 results.evaluation = [f"(could not read {uri}: {e})"]
         if "pushed_model" in outputs:

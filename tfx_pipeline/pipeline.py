@@ -5,13 +5,13 @@
   and ServingCheck -> Pusher.
 - `create_classification_pipeline`: TextClassificationExampleGen -> StatisticsGen -> SchemaGen
   -> ExampleValidator -> Transform -> [Tuner ->] Trainer (warm-started from an imported
-  checkpoint) -> Evaluator (TFMA: the task's official metrics, vs thresholds and the model
-  serving now) and ServingCheck -> Pusher; with `bulk_inference`, also UnlabelledExampleGen (the task's test
+  checkpoint) -> Evaluator (TFMA: the task's official metrics, vs thresholds, the eval split's
+  constant predictor and the model serving now) and ServingCheck -> Pusher; with `bulk_inference`, also UnlabelledExampleGen (the task's test
   file) -> BulkInferrer (the blessed model's predictions beside each input text).
 - `create_squad_pipeline`: SquadExampleGen (doc-stride windows) -> StatisticsGen -> SchemaGen
   -> ExampleValidator -> [Tuner ->] Trainer (warm-started from an imported checkpoint) ->
-  SquadEvaluator (official EM/F1 of the exported model, vs a threshold and the model serving
-  now) and ServingCheck -> Pusher. No Transform: see modules/squad.py.
+  SquadEvaluator (official EM/F1 of the exported model, vs a threshold, a data baseline and the
+  model serving now) and ServingCheck -> Pusher. No Transform: see modules/squad.py.
 
 With `tune` (classify, squad), TFX's Tuner (`components/tuner.py`, `tuning.py`) first fine-tunes
 once per combination of the BERT paper's grid (learning rate x batch size x epochs, narrowed by
@@ -28,7 +28,10 @@ thresholds.
 Pusher writes TF Serving's layout: `<serving_model_dir>/<model_name>/<version>/`. Every
 evaluator's baseline is `ServingBaseline`'s copy of the highest complete version there (what TF
 Serving serves now), so a model worse than the serving one is never pushed; before the first
-push only the thresholds apply. Nor is a model identical to the serving one (a rerun that trained
+push only the thresholds apply. Every evaluator's thresholds include the eval split's own
+baseline, what a constant predictor scores on it (the majority class, the mean label, the most
+frequent masked token, no answer or a fixed span) plus a margin: a model that learned nothing
+is not blessed, whatever the data. Nor is a model identical to the serving one (a rerun that trained
 again on unchanged data): the Pusher (`serving_baseline.Pusher`) skips it, "same model as
 version N". Nor is a model the model server cannot serve: ServingCheck
 (`components/serving_check.py`, TFX's InfraValidator without Docker) serves the export, sends
@@ -312,7 +315,10 @@ def classification_eval_config(
 
     Computes the task's official metrics (`bert_tf.tasks.glue`), plus F1 and MCC of class 1 for any
     two-class task; blesses when the task's main metric (its first official one) is at least
-    `min_metric` and at most `max_decrease` below the serving model's (ServingBaseline).
+    `min_metric` and at most `max_decrease` below the serving model's (ServingBaseline). The
+    Evaluator's executor raises that threshold to the eval split's constant-predictor baseline
+    plus `min_baseline_gain` and adds the mean predictor's bound for regression
+    (`components/tfma_evaluator.py`).
     """
     processor = glue.get_processor(options.task_name)
     names = list(processor.metrics)
@@ -405,6 +411,7 @@ def create_classification_pipeline(
         model_name,
         examples=example_gen.outputs["examples"],
         eval_config=classification_eval_config(options, _task_labels(options.task_name, data_root)),
+        min_baseline_gain=options.min_baseline_gain,
     )
     scoring = []
     if options.bulk_inference:
@@ -495,6 +502,7 @@ def create_squad_pipeline(
         model_name,
         examples=example_gen.outputs["examples"],
         min_f1=options.min_f1,
+        min_baseline_gain=options.min_baseline_gain,
         max_f1_decrease=options.max_f1_decrease,
         version_2_with_negative=options.version_2_with_negative,
         batch_size=options.eval_batch_size,

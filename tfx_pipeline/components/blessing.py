@@ -87,6 +87,9 @@ OUTPUTS = {
     "blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
 }
 METRICS_FILE = "metrics.json"
+# Prefix of the evaluation's float custom property holding a metric's data baseline (what the
+# eval split's best constant predictor scores), beside the metric's own property.
+DATA_BASELINE_PROPERTY = "data_baseline_"
 
 
 def output_channels() -> dict[str, types.Channel]:
@@ -156,15 +159,19 @@ def write_outputs(
     metrics: dict[str, float],
     model: types.Artifact,
     baseline: types.Artifact | None,
+    data_baselines: dict[str, float] | None = None,
 ) -> None:
-    """Writes `report` as the evaluation's METRICS_FILE, `metrics` as its float custom
-    properties (ML Metadata), and the blessing (`report["blessed"]`) of `model`."""
+    """Writes `report` as the evaluation's METRICS_FILE, `metrics` and `data_baselines` (as
+    DATA_BASELINE_PROPERTY + name) as its float custom properties (ML Metadata), and the
+    blessing (`report["blessed"]`) of `model`."""
     evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
     io_utils.write_string_file(
         os.path.join(evaluation.uri, METRICS_FILE), json.dumps(report, indent=1)
     )
     for name, value in metrics.items():
         evaluation.set_float_custom_property(name, value)
+    for name, value in (data_baselines or {}).items():
+        evaluation.set_float_custom_property(DATA_BASELINE_PROPERTY + name, value)
     write_blessing(
         artifact_utils.get_single_instance(output_dict["blessing"]),
         model,

@@ -13,7 +13,8 @@ Each threshold is the larger of an absolute minimum and the eval split's own con
 baseline plus a margin (`data_baselines`: always the most frequent masked token; always the
 majority next-sentence class): with `min_masked_lm_gain=0.01`, a model must beat "predict the
 most frequent token" by a point, so a constant or untrained model is not blessed, whatever the
-corpus.
+corpus. The report names each constant (the token from the candidate export's vocab) beside
+its score.
 
 Both models are scored through their serving SavedModel's `pretraining_logits` signature
 (`serving.export_lib.export_encoder`): the pushed model itself, so a served version needs nothing
@@ -50,7 +51,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from bert_tf.tasks import pretraining
-from serving.export_lib import PRETRAINING_SIGNATURE
+from serving.export_lib import PRETRAINING_SIGNATURE, VOCAB_ASSET
 from tfx_pipeline import trainer_lib
 from tfx_pipeline.components import blessing
 from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
@@ -61,6 +62,8 @@ GAINS = {
     "masked_lm_accuracy": "min_masked_lm_gain",
     "next_sentence_accuracy": "min_next_sentence_gain",
 }
+# next_sentence_labels 0 and 1 (google-research's convention: 1 = B is a random sentence).
+NEXT_SENTENCE_CLASSES = ("B follows A", "B is random")
 
 
 class PretrainingEvaluatorSpec(ComponentSpec):
@@ -126,10 +129,11 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
     return {key: result[key] for key in keys}
 
 
-def data_baselines(dataset: tf.data.Dataset) -> dict[str, float]:
+def data_baselines(dataset: tf.data.Dataset) -> tuple[dict[str, float], dict[str, int]]:
     """What a constant predictor scores on `dataset`: the masked-LM accuracy of always
     predicting its most frequent masked token (weighted as the model's accuracy is), the
-    next-sentence accuracy of always predicting its majority class."""
+    next-sentence accuracy of always predicting its majority class; and those constants (the
+    token id, the class)."""
     token_weights = np.zeros(0)  # per token id, the summed weights of its masked positions
     labels = np.zeros(2)
     for batch in dataset.as_numpy_iterator():
@@ -142,9 +146,31 @@ def data_baselines(dataset: tf.data.Dataset) -> dict[str, float]:
         labels += np.bincount(batch["next_sentence_labels"].ravel(), minlength=2)[:2]
     if not token_weights.sum() or not labels.sum():
         raise ValueError("PretrainingEvaluator: the eval split holds no example")
-    return {
+    scores = {
         "masked_lm_accuracy": float(token_weights.max() / token_weights.sum()),
         "next_sentence_accuracy": float(labels.max() / labels.sum()),
+    }
+    return scores, {
+        "masked_lm_accuracy": int(token_weights.argmax()),
+        "next_sentence_accuracy": int(labels.argmax()),
+    }
+
+
+def describe_constants(constants: Mapping[str, int], model_uri: str) -> dict[str, str]:
+    """`data_baselines`' constants in words: the token as the candidate export's vocab spells
+    it, the next-sentence class by its meaning."""
+    token_id = constants["masked_lm_accuracy"]
+    vocab_file = os.path.join(path_utils.serving_model_path(model_uri), VOCAB_ASSET)
+    token = f"token id {token_id}"
+    if tf.io.gfile.exists(vocab_file):
+        with tf.io.gfile.GFile(vocab_file) as f:
+            vocab = f.read().splitlines()
+        if token_id < len(vocab):
+            token = f'"{vocab[token_id]}"'
+    nsp = NEXT_SENTENCE_CLASSES[constants["next_sentence_accuracy"]]
+    return {
+        "masked_lm_accuracy": f"always {token} (the most frequent masked token)",
+        "next_sentence_accuracy": f'always "{nsp}" (the majority class)',
     }
 
 
@@ -190,7 +216,7 @@ class Executor(blessing.EvaluatorExecutor):
             except NotScorable as e:  # a version pushed before the signature existed
                 logging.warning("baseline comparison skipped: %s", e)
                 baseline_model, baseline_note = None, f"not comparable: {e}"
-        data = data_baselines(dataset)
+        data, constants = data_baselines(dataset)
         minimums = thresholds(data, exec_properties)
         failures = blessing.validate(candidate, baseline, minimums, exec_properties["max_decrease"])
         logging.info(
@@ -202,13 +228,14 @@ class Executor(blessing.EvaluatorExecutor):
             "baseline_model": baseline_note,
             "thresholds": minimums,
             "data_baselines": data,
+            "baseline_predictors": describe_constants(constants, model.uri),
             "gains": {name: exec_properties[GAINS[name]] for name in METRICS},
             "max_decrease": exec_properties["max_decrease"],
             "failures": failures,
             "blessed": not failures,
         }
         metrics = {name: candidate[name] for name in METRICS}
-        blessing.write_outputs(output_dict, report, metrics, model, baseline_model)
+        blessing.write_outputs(output_dict, report, metrics, model, baseline_model, data)
 
 
 class PretrainingEvaluator(base_component.BaseComponent):

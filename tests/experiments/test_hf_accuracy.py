@@ -3,10 +3,13 @@ summary that sets our accuracy beside it (docs/results.md)."""
 
 import bz2
 import json
+import math
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from bert_tf.data import corpora
 from experiments import hf_accuracy_summary
@@ -65,9 +68,74 @@ def test_summary_tells_within_from_outside_one_standard_error(run_main, capsys, 
     rows = summary["implementations"]
     assert rows["ours_hf"]["seeds"] == [1, 2] and rows["ours_hf"]["mean"] == pytest.approx(0.795)
     assert rows["ours_hf"]["within_one_standard_error"] is True  # 0.005 from HF's 0.80
+    assert rows["ours_hf"]["verdict"] == "within one SE"
     assert rows["ours_google"]["within_one_standard_error"] is False  # 0.09 below
+    assert rows["ours_google"]["verdict"] == "worse"
     assert (tmp_path / "summary.png").stat().st_size > 1000
-    assert "| a (400) |" in output and "-0.005 (within one SE)" in output
+    assert "| a (400) |" in output
+    # ours_hf (0.79, 0.80) vs HF (0.81, 0.79): t = -0.005 / sqrt(0.005**2 + 0.01**2).
+    assert rows["ours_hf"]["welch_t"] == pytest.approx(-0.005 / math.sqrt(0.005**2 + 0.01**2))
+    assert f"-0.005 (t {rows['ours_hf']['welch_t']:+.2f}, p " in output
+    assert "within one SE) |" in output and "; worse) |" in output
+
+
+def _welch_by_hand(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Welch's t and two-sided p from the textbook formulas (Welch-Satterthwaite dof)."""
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    t = (np.mean(a) - np.mean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return t, 2 * stats.t.sf(abs(t), dof)
+
+
+def test_welch_t_test_and_verdicts_over_unequal_spreads(tmp_path):
+    rng = np.random.default_rng(0)
+    hf = (0.85 + 0.004 * rng.standard_normal(5)).tolist()
+    close = (0.85 + 0.02 * rng.standard_normal(4)).tolist()  # other spread, other seed count
+    below = [a - 0.05 for a in hf]  # 5 points below, the same spread: clearly worse
+    summary = hf_accuracy_summary.summarise(
+        {
+            "ours_hf": dict(enumerate(close, 1)),
+            "ours_google": dict(enumerate(below, 1)),
+            "hf": dict(enumerate(hf, 1)),
+        },
+        num_dev=1000,
+    )
+    rows = summary["implementations"]
+    for name, ours in (("ours_hf", close), ("ours_google", below)):
+        t, p = _welch_by_hand(ours, hf)
+        assert rows[name]["welch_t"] == pytest.approx(t)
+        assert rows[name]["welch_p"] == pytest.approx(p)
+    assert rows["ours_google"]["welch_p"] < 1e-6 and rows["ours_google"]["verdict"] == "worse"
+    assert rows["ours_hf"]["welch_p"] > 0.05
+    assert rows["hf"]["std"] == pytest.approx(np.std(hf, ddof=1))
+    # One standard error of HF's mean on 1,000 dev examples: sqrt(p (1 - p) / 1000) ~ 0.0113.
+    se = summary["hf_standard_error"]
+    assert se == pytest.approx(math.sqrt(np.mean(hf) * (1 - np.mean(hf)) / 1000))
+    assert hf_accuracy_summary.verdict(se * 0.99, se) == "within one SE"
+    assert hf_accuracy_summary.verdict(-se * 0.99, se) == "within one SE"
+    assert hf_accuracy_summary.verdict(se * 1.01, se) == "better"
+    assert hf_accuracy_summary.verdict(-se * 1.01, se) == "worse"
+
+
+def test_welch_is_absent_where_undefined(run_main, tmp_path):
+    """One seed on a side, or no spread on either: no t and p (null in the JSON, not NaN)."""
+    for seed in (1, 2):
+        _ours(tmp_path / "hf" / "a" / f"ours_hf_seed{seed}", 0.8)  # no spread
+        _hf(tmp_path / "hf" / "a" / f"hf_seed{seed}.json", 0.8, 100)  # no spread
+    _ours(tmp_path / "hf" / "a" / "ours_google_seed1", 0.7)  # one seed
+    run_main(
+        hf_accuracy_summary,
+        f"--hf_dir={tmp_path / 'hf'}",
+        f"--output_file={tmp_path / 'summary.json'}",
+    )
+    text = (tmp_path / "summary.json").read_text()
+    assert "NaN" not in text
+    rows = json.loads(text)["a"]["implementations"]
+    for name in ("ours_hf", "ours_google"):
+        assert rows[name]["welch_t"] is None and rows[name]["welch_p"] is None
+    assert (
+        rows["ours_hf"]["verdict"] == "within one SE" and rows["ours_google"]["verdict"] == "worse"
+    )
 
 
 def test_summary_rejects_a_malformed_results_file(run_main, tmp_path):

@@ -130,52 +130,70 @@ def comparison(row: dict) -> str:
 
 
 def plot(summary: dict, path: Path) -> None:
+    """Per set: each implementation's seeds (dots) and mean ± std (bar), HF's mean ± one
+    standard error (grey band), and ours (HF's optimizer) minus HF with Welch's t and p."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import blended_transform_factory
 
     sets = list(summary)
     width = 0.8 / len(IMPLEMENTATIONS)
-    fig, ax = plt.subplots(figsize=(3.2 * len(sets) + 2, 4.6))
+    fig, ax = plt.subplots(figsize=(3.4 * len(sets) + 1.5, 4.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, (name, label) in enumerate(IMPLEMENTATIONS.items()):
-        rows = [summary[s]["implementations"][name] for s in sets]
-        x = np.arange(len(sets)) + (k - 1) * width
-        means = [r["mean"] or 0.0 for r in rows]
-        ax.bar(x, means, width, yerr=[r["std"] or 0.0 for r in rows], label=label, capsize=3)
-        for xi, r in zip(x, rows, strict=True):
-            ax.scatter([xi] * len(r["accuracy"]), r["accuracy"], color="k", s=8, zorder=3)
+        for i, s in enumerate(sets):
+            row = summary[s]["implementations"][name]
+            if row["mean"] is None:
+                continue
+            x = i + (k - 1) * width
+            jitter = np.linspace(-0.15, 0.15, len(row["accuracy"])) * width
+            ax.scatter(x + jitter, row["accuracy"], color=colors[k], s=14, alpha=0.6, zorder=3)
+            ax.errorbar(
+                x,
+                row["mean"],
+                yerr=row["std"] or 0.0,
+                fmt="_",
+                markersize=22,
+                capsize=4,
+                color=colors[k],
+                label=label if i == 0 else None,
+                zorder=4,
+            )
+    top = blended_transform_factory(ax.transData, ax.transAxes)
     for i, s in enumerate(sets):
         se, hf_mean = summary[s].get("hf_standard_error"), summary[s]["implementations"][HF]["mean"]
         if se is None:
             continue
-        # HF's mean ± one standard error: the band #41's verdict measures ours against.
         ax.fill_between(
-            [i - 0.45, i + 0.45], hf_mean - se, hf_mean + se, color="0.5", alpha=0.25, zorder=0
+            [i - 0.45, i + 0.45], hf_mean - se, hf_mean + se, color="0.6", alpha=0.2, zorder=1
         )
         ax.text(
             i,
-            1.0,
-            "ours (HF's opt.) − HF:\n" + comparison(summary[s]["implementations"]["ours_hf"]),
+            0.98,
+            "ours (HF's optimizer) − HF:\n" + comparison(summary[s]["implementations"]["ours_hf"]),
+            transform=top,
             ha="center",
             va="top",
             fontsize=7,
         )
-    lows = [
-        min(a for r in summary[s]["implementations"].values() for a in r["accuracy"])
-        for s in sets
-        if any(r["accuracy"] for r in summary[s]["implementations"].values())
+    values = [
+        a for s in sets for r in summary[s]["implementations"].values() for a in r["accuracy"]
     ]
-    ax.set_ylim(max(0.0, min(lows, default=0.5) - 0.05), 1.0)
-    ax.set_xticks(np.arange(len(sets)), sets)
-    ax.set_ylabel("dev accuracy (mean ± std over seeds; dots: seeds)")
+    low, high = min(values, default=0.5), max(values, default=1.0)
+    ax.set_ylim(max(0.0, low - 0.03), min(1.0, high + 0.25 * (high - low) + 0.03))
+    ax.set_xticks(
+        np.arange(len(sets)), [f"{s} ({summary[s]['num_dev_examples']} dev)" for s in sets]
+    )
+    ax.set_ylabel("dev accuracy (dots: seeds; bars: mean ± std)")
     ax.set_title(
         "Fine-tuning accuracy: ours vs HF transformers, same recipe\n"
         "(grey band: HF's mean ± one standard error of a dev-set accuracy; Welch's t-test)",
         fontsize=9,
     )
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="lower center", ncol=len(IMPLEMENTATIONS), frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))  # room for the legend below the axes
     save_figure(fig, path, dpi=120)
     plt.close(fig)
 

@@ -143,18 +143,16 @@ for stage in "$@"; do
       case $set in
       en_rt)  # the recipe: seq 64, batch 32, lr 5e-5, 1 epoch
         recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=1)
-        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm")
-        google_seeds=${GOOGLE_SEEDS:-1 2 3} ;;  # 10 min a run on 2 shared cores: 3 seeds
+        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm") ;;
       en_polarity)  # stage minilm's recipe
         recipe=(--max_seq_length=64 --train_batch_size=16 --learning_rate=1e-4 --num_train_epochs=5)
-        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm")
-        google_seeds=${GOOGLE_SEEDS:-1 2 3 4 5} ;;
+        ours=(--init_checkpoint="$CACHE/minilm" --do_lower_case); hf=(--model_dir="$CACHE/minilm") ;;
       zh_sentiment)  # from scratch: the same BERT-Tiny config and Chinese vocab on both sides
         recipe=(--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-4 --num_train_epochs=3)
         ours=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB" --do_lower_case)
-        hf=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB")
-        google_seeds=${GOOGLE_SEEDS:-1 2 3 4 5} ;;
+        hf=(--bert_config_file=$ZH_CONFIG --vocab_file="$ZH_VOCAB") ;;
       esac
+      google_seeds=${GOOGLE_SEEDS:-1 2 3 4 5}
       for seed in ${HF_SEEDS:-1 2 3 4 5}; do
         # hf: the same optimizer as HF's; google: our default (on $google_seeds)
         for optimizer in hf google; do

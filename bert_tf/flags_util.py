@@ -84,7 +84,7 @@ def _expand_home(value: str) -> str:
 
 def run(main: Callable[[list[str]], None], literal: Iterable[str] = ()) -> None:
     """`absl.app.run(main)` with `expand_home` applied to the parsed flags: every script's
-    entry point (`if __name__ == "__main__": define_flags(); flags_util.run(main)`)."""
+    entry point (its main block: `define_flags(); flags_util.run(main)`)."""
     literal = tuple(literal)
 
     def parse(argv: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
+import logging
 import random
 import signal
 import subprocess
@@ -84,6 +85,20 @@ def official_squad(squad_scripts_dir):
         spec.loader.exec_module(module)
         modules.append(module)
     return tuple(modules)
+
+
+@pytest.fixture(autouse=True)
+def _logging_levels_restored():
+    """Each test starts from the same logging levels. TensorFlow's SavedModel writer sets
+    absl's verbosity to FATAL and back to what get_verbosity() said (WARNING while absl's flags
+    are unparsed): after any in-process export, absl INFO records of a later test in the same
+    worker never reached `caplog` (CI saw test_extract_features' gelu test fail so)."""
+    absl_logger = logging.getLogger("absl")
+    root = logging.getLogger()
+    levels = absl_logger.level, root.level
+    yield
+    absl_logger.setLevel(levels[0])
+    root.setLevel(levels[1])
 
 
 @pytest.fixture

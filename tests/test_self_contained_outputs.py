@@ -173,7 +173,9 @@ def test_run_squad_folder_is_self_contained_and_private_under_umask_077(
         "doc_stride": 24,
         "max_query_length": 16,
         "max_answer_length": 20,
+        "n_best_size": 20,
         "version_2_with_negative": False,
         "null_score_diff_threshold": 0.0,
+        "allow_ops": (),
     }
     assert exported == [(64, options), (64, {**options, "doc_stride": 8})]

@@ -129,11 +129,14 @@ def report_lines(report: dict) -> list[str]:
     max_decrease = report.get("max_decrease", report.get("max_f1_decrease"))
     candidate, baseline = report.get("candidate") or {}, report.get("baseline")
     data, predictors = report.get("data_baselines") or {}, report.get("baseline_predictors") or {}
+    starting = report.get("starting_checkpoint") or {}  # with fresh heads where it had none
     lines = []
     for name, minimum in thresholds.items():
         line = f"{name} {_number(candidate.get(name))} (threshold >= {_number(minimum)}"
         if name in data:
             line += _data_baseline(predictors.get(name), data[name])
+        if starting and name in starting:
+            line += f"; the starting checkpoint {_number(starting[name])}"
         if baseline and name in baseline:
             line += (
                 f"; the serving model's {_number(baseline[name])}, at most "

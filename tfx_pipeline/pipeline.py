@@ -273,6 +273,7 @@ def create_pretraining_pipeline(
         max_decrease=options.max_decrease,
         batch_size=options.eval_batch_size,
         eval_steps=options.eval_steps,
+        init_checkpoint=options.init_checkpoint,
     )
     return _pipeline(
         pipeline_name,

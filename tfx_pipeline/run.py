@@ -18,8 +18,9 @@ writes the KFP v2 PipelineSpec YAML that open-source Kubeflow Pipelines uploads,
 PipelineJob JSON that Vertex AI Pipelines submits. Their
 components run in --image (the Trainer in --gpu_image if set), and they need no credentials or
 network: Transform and Trainer name their functions by import path, which the image has. Without
---vocab_file the MiniLM (uncased BERT) vocab is used: the fetch cache's locally, the image's
-(`configs.IMAGE_VOCAB_FILE`) on kubeflow/vertex. --beam_pipeline_args (comma-separated) replace
+--vocab_file the vocab.txt beside a local --init_checkpoint is used, else the MiniLM (uncased
+BERT) vocab: the fetch cache's locally, the image's (`configs.IMAGE_VOCAB_FILE`) on
+kubeflow/vertex. --beam_pipeline_args (comma-separated) replace
 the default DirectRunner multi-processing args, e.g. with Dataflow's.
 
 Every flag is checked before TensorFlow or TFX is imported (that import alone takes ~30 s): a
@@ -50,7 +51,7 @@ from absl import flags, logging
 
 from bert_tf import flags_util
 from bert_tf.tasks import glue  # light (no TensorFlow): the flag checks stay fast
-from tfx_pipeline import configs
+from tfx_pipeline import configs, corpus_split
 
 FLAGS = flags.FLAGS
 CLUSTER_RUNNERS = ("kubeflow", "vertex")
@@ -333,6 +334,21 @@ def _exists_locally(path: str) -> bool:
     return os.path.exists(path) or os.path.exists(path + ".index")
 
 
+def _check_corpus_splits(data_root: str) -> None:
+    """pretrain: PretrainingExampleGen hashes whole documents train:eval = 2:1; a corpus that
+    leaves a split without any document fails there, deep inside Beam: say so now."""
+    files = sorted(p for p in glob.glob(os.path.join(data_root, "*")) if os.path.isfile(p))
+    counts = corpus_split.split_counts(files)
+    empty = [name for name, n in zip(corpus_split.TRAIN_EVAL_SPLITS, counts, strict=True) if not n]
+    if empty:
+        sys.exit(
+            f"error: --data_root={data_root}: {sum(counts)} document(s) (blank-line separated), "
+            f"none in the {'/'.join(empty)} split: the pretrain pipeline holds out whole "
+            f"documents, about 1 in 3, for its evaluation; give it more documents (e.g. a blank "
+            f"line between the sections of a long text)"
+        )
+
+
 def _check_data_root() -> None:
     """local/beam: --data_root is a folder holding what the pipeline's ExampleGen reads."""
     if _is_remote(FLAGS.data_root):
@@ -359,6 +375,8 @@ def _check_data_root() -> None:
                 sys.exit(f"error: --data_root={data_root}: no {pattern} file")
     elif not any(os.scandir(data_root)):
         sys.exit(f"error: --data_root={data_root}: empty folder")
+    else:
+        _check_corpus_splits(data_root)
 
 
 def metadata_path() -> str:
@@ -456,12 +474,20 @@ def build_pipeline():
     """The pipeline the flags describe (check_flags() first)."""
     from tfx import v1 as tfx
 
+    from bert_tf import checkpoints, model_source
     from bert_tf.data import fetch
     from tfx_pipeline import pipeline, trainer_lib
 
     cluster = FLAGS.runner in CLUSTER_RUNNERS
+    beside_checkpoint = (
+        FLAGS.init_checkpoint
+        and not cluster
+        and model_source.checkpoint_file(FLAGS.init_checkpoint, checkpoints.VOCAB_NAME)
+    )
     if FLAGS.vocab_file:
         vocab_file = FLAGS.vocab_file
+    elif beside_checkpoint:
+        vocab_file = beside_checkpoint
     elif cluster:
         vocab_file = configs.IMAGE_VOCAB_FILE  # never the compiling machine's cache
     else:
@@ -495,7 +521,7 @@ def build_pipeline():
         else:
             create = pipeline.create_squad_pipeline
     options = _options(configs.PIPELINE_OPTIONS[FLAGS.pipeline])
-    if not cluster and FLAGS.pipeline != "pretrain":
+    if not cluster and FLAGS.init_checkpoint:
         # The Trainer's model-source checks, before ExampleGen and Transform spend their time.
         try:
             trainer_lib.encoder_config(

@@ -115,13 +115,17 @@ def _is_console_handler(handler: logging.Handler) -> bool:
 # TFX 1.16's KubeflowV2DagRunner warns this when the key IS in its default_image map (the check
 # is inverted), i.e. whenever --gpu_image gives the Trainer an image of its own.
 _FALSE_WARNING = "DEFAULT_IMAGE_PATH_KEY is not found in default_image."
+_DEPRECATION_MODULE = os.path.join("tensorflow", "python", "util", "deprecation.py")
 
 
 class _OwnInfoOnly(logging.Filter):
     """INFO (and lower) records of this project's code only; warnings and errors of any, except
-    TFX's false `_FALSE_WARNING`."""
+    TFX's false `_FALSE_WARNING` and TensorFlow's deprecation notices about library code
+    (TFMA's result readers: nothing a user can act on)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and record.pathname.endswith(_DEPRECATION_MODULE):
+            return False
         if record.levelno > logging.INFO:
             return record.getMessage() != _FALSE_WARNING
         return record.pathname.startswith(_OWN_CODE)
@@ -130,7 +134,9 @@ class _OwnInfoOnly(logging.Filter):
 @contextlib.contextmanager
 def quiet_console() -> Iterator[None]:
     """The console's log handlers pass INFO records of this project's code only, meanwhile."""
-    handlers = [h for h in logging.getLogger().handlers if _is_console_handler(h)]
+    # TensorFlow's logger has a console handler of its own (its "WARNING:tensorflow:" lines).
+    loggers = (logging.getLogger(), logging.getLogger("tensorflow"))
+    handlers = [h for logger in loggers for h in logger.handlers if _is_console_handler(h)]
     own_info_only = _OwnInfoOnly()
     for handler in handlers:
         handler.addFilter(own_info_only)

@@ -173,6 +173,7 @@ def train(
     loop = TrainingLoopOptions(
         train_batch_size=options["train_batch_size"],
         learning_rate=options["learning_rate"],
+        head_learning_rate_multiplier=options["head_learning_rate_multiplier"],
         save_checkpoints_steps=num_train_steps,
         log_steps=max(1, min(options["iterations_per_loop"], num_train_steps)),
         seed=options["seed"],

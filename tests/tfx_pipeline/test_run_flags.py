@@ -8,6 +8,7 @@ No pipeline runs here (the pipeline tests check the summary of a real run).
 import dataclasses
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -140,7 +141,8 @@ def test_earlier_option_names_are_aliases_of_the_scripts_names(classify_args):
 def test_pretraining_needs_steps_and_local_flags_are_not_for_compiling(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "wiki.txt").write_text("One sentence.\nAnother one.\n")
+    # Enough documents for both of the ExampleGen's splits (tests/tfx_pipeline/test_corpus_split.py).
+    (corpus / "wiki.txt").write_text("".join(f"Document {i}.\nAnother one.\n\n" for i in range(12)))
     args = [
         "--pipeline=pretrain",
         f"--data_root={corpus}",
@@ -272,7 +274,7 @@ def test_every_option_flag_has_help_and_its_defaults():
             assert "see tfx_pipeline.configs" not in flag.help, field.name
             assert "default" in flag.help, (field.name, flag.help)
     assert (
-        "(default: pretrain 0.0001, classify 2e-05, squad 5e-05)"
+        "(default: pretrain unset, classify 2e-05, squad 5e-05)"
         in flag_values["learning_rate"].help
     )
     assert "(default: pretrain 10000, classify 0, squad 0)" in flag_values["train_steps"].help
@@ -442,3 +444,27 @@ def test_model_source_is_checked_before_any_component_runs(
     message = str(exited.value.code)
     assert message.startswith("error: ") and "\n" not in message, message
     assert expected.format(minilm=minilm_dir) in message
+
+
+def test_readme_gate_table_states_the_option_defaults():
+    """The README's table of evaluator margins shows each flag's default as the code has it."""
+    options = {
+        "classify": configs.ClassificationOptions(),
+        "squad": configs.SquadOptions(),
+        "pretrain": configs.PretrainingOptions(),
+    }
+    rows = [
+        line.split("|")[1:-1]
+        for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith(tuple(f"| {p}" for p in options))
+    ]
+    checked = []
+    for pipeline_cell, _, margin in rows:
+        pipeline = pipeline_cell.split()[0].rstrip(",")
+        for match in re.finditer(r"(?:`--(\w+)` )?([−-]?\d+(?:\.\d+)?)", margin):
+            name = match.group(1) or checked[-1][1]  # "0.01" alone: the row above's flag
+            value = float(match.group(2).replace("−", "-"))
+            assert getattr(options[pipeline], name) == value, (pipeline_cell, name, value)
+            checked.append((pipeline, name))
+            break
+    assert {p for p, _ in checked} == set(options) and len(checked) == len(rows) >= 8, checked

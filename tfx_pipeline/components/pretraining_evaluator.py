@@ -41,6 +41,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -50,6 +51,9 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
+from bert_tf import checkpoints
+from bert_tf.modeling.encoder import build_encoder
+from bert_tf.modeling.models import BertPretrainer
 from bert_tf.tasks import pretraining
 from serving.export_lib import PRETRAINING_SIGNATURE, VOCAB_ASSET
 from tfx_pipeline import trainer_lib
@@ -76,6 +80,7 @@ class PretrainingEvaluatorSpec(ComponentSpec):
         "max_decrease": ExecutionParameter(type=float),
         "batch_size": ExecutionParameter(type=int),
         "eval_steps": ExecutionParameter(type=int),
+        "init_checkpoint": ExecutionParameter(type=str, optional=True),
     }
     INPUTS: ClassVar[dict] = {
         "examples": ChannelParameter(type=standard_artifacts.Examples),
@@ -109,8 +114,6 @@ def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
             f"{model_uri}: no {PRETRAINING_SIGNATURE} signature in its SavedModel and no "
             f"{KERAS_MODEL_FILE}"
         )
-    import keras
-
     model = keras.saving.load_model(keras_file)
     forward = tf.function(lambda batch: model(batch, training=False))
     return lambda batch: forward({name: batch[name] for name in pretraining.MODEL_INPUTS})
@@ -127,6 +130,25 @@ def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, f
         raise ValueError("PretrainingEvaluator: the eval split holds no example") from None
     keys = ("masked_lm_accuracy", "next_sentence_accuracy", "num_examples")
     return {key: result[key] for key in keys}
+
+
+def evaluate_starting_checkpoint(
+    init_checkpoint: str, dataset: tf.data.Dataset
+) -> dict[str, float]:
+    """The Trainer's starting point scored like the candidate: `init_checkpoint`'s weights with
+    the pre-training heads it lacks freshly initialised (seeded), as the Trainer starts them;
+    so the report shows what continued pretraining added."""
+    config = checkpoints.read_checkpoint(init_checkpoint).config
+    if config is None:
+        raise ValueError(f"init_checkpoint={init_checkpoint}: no config beside it")
+    keras.utils.set_random_seed(0)
+    model = BertPretrainer(build_encoder(config))
+    checkpoints.load_pretrained(model, init_checkpoint, fresh_heads=True)
+    forward = tf.function(lambda batch: model(batch, training=False))
+    result = pretraining.evaluate(
+        lambda inputs, training=False: forward(inputs), dataset, with_count=True
+    )
+    return {key: result[key] for key in (*METRICS, "num_examples")}
 
 
 def data_baselines(dataset: tf.data.Dataset) -> tuple[dict[str, float], dict[str, int]]:
@@ -217,6 +239,10 @@ class Executor(blessing.EvaluatorExecutor):
                 logging.warning("baseline comparison skipped: %s", e)
                 baseline_model, baseline_note = None, f"not comparable: {e}"
         data, constants = data_baselines(dataset)
+        starting = None
+        if init_checkpoint := exec_properties.get("init_checkpoint"):
+            starting = evaluate_starting_checkpoint(init_checkpoint, dataset)
+            logging.info("starting checkpoint %s (fresh heads): %s", init_checkpoint, starting)
         minimums = thresholds(data, exec_properties)
         failures = blessing.validate(candidate, baseline, minimums, exec_properties["max_decrease"])
         logging.info(
@@ -229,6 +255,8 @@ class Executor(blessing.EvaluatorExecutor):
             "thresholds": minimums,
             "data_baselines": data,
             "baseline_predictors": describe_constants(constants, model.uri),
+            "starting_checkpoint": starting,
+            "init_checkpoint": init_checkpoint or None,
             "gains": {name: exec_properties[GAINS[name]] for name in METRICS},
             "max_decrease": exec_properties["max_decrease"],
             "failures": failures,
@@ -253,6 +281,8 @@ class PretrainingEvaluator(base_component.BaseComponent):
         max_decrease: largest allowed drop of either accuracy below the baseline's.
         batch_size: evaluation batch size.
         eval_steps: batches to score; 0 scores the whole split.
+        init_checkpoint: the checkpoint the Trainer started from, if any: scored too (with
+            fresh heads where it has none), for the report only.
     """
 
     SPEC_CLASS = PretrainingEvaluatorSpec
@@ -272,6 +302,7 @@ class PretrainingEvaluator(base_component.BaseComponent):
         max_decrease: float = 0.0,
         batch_size: int = 32,
         eval_steps: int = 0,
+        init_checkpoint: str = "",
     ):
         spec = PretrainingEvaluatorSpec(
             examples=examples,
@@ -286,6 +317,7 @@ class PretrainingEvaluator(base_component.BaseComponent):
             max_decrease=max_decrease,
             batch_size=batch_size,
             eval_steps=eval_steps,
+            init_checkpoint=init_checkpoint,
             **blessing.output_channels(),
         )
         super().__init__(spec=spec)

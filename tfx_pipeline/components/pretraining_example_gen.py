@@ -24,7 +24,6 @@ Example (in a pipeline):
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -40,6 +39,7 @@ from tfx.utils import proto_utils
 from bert_tf.tasks import pretraining
 from bert_tf.tasks.pretraining import beam as pretraining_beam
 from bert_tf.text.masking import example_seed
+from tfx_pipeline import corpus_split
 from tfx_pipeline.components.example_gen_lib import (
     FINGERPRINT_PARAMETER,
     CustomSpecExampleGen,
@@ -111,11 +111,9 @@ def _SentencePairs(documents, split_name: str, options: dict[str, Any]):
     )
 
 
-def _document_bucket(keyed_document, num_partitions: int, buckets: list[int]) -> int:
+def _document_bucket(keyed_document, num_partitions: int, hash_buckets: list[int]) -> int:
     """Output split of a document, from a hash of its text (stable under file reordering)."""
-    text = "\n".join(sentence for sentence, _ in keyed_document[1]).encode("utf-8")
-    bucket = int.from_bytes(hashlib.sha256(text).digest()[:8], "big") % buckets[-1]
-    return next(i for i, end in enumerate(buckets) if bucket < end)
+    return corpus_split.bucket_of([sentence for sentence, _ in keyed_document[1]], hash_buckets)
 
 
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
@@ -147,9 +145,7 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         if len(input_config.splits) != 1:
             raise ValueError("output_config splits need exactly one input split")
         files = input_files(exec_properties["input_base"], input_config.splits[0].pattern)
-        buckets = []
-        for split in output_config.split_config.splits:
-            buckets.append((buckets[-1] if buckets else 0) + split.hash_buckets)
+        buckets = [split.hash_buckets for split in output_config.split_config.splits]
         parts = _read(pipeline, files, exec_properties) | "SplitDocuments" >> beam.Partition(
             _document_bucket, len(buckets), buckets
         )

@@ -21,13 +21,12 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
 from bert_tf.tasks.pretraining import pretraining_loss
 from bert_tf.text.masking import MaskedLmMasker
 from serving.export_lib import export_encoder
-from tfx_pipeline import trainer_lib
+from tfx_pipeline import configs, trainer_lib
 
 KERAS_MODEL_FILE = "model.keras"
 
@@ -69,6 +68,7 @@ def run_fn(fn_args):
     import tensorflow_transform as tft  # here: only the Trainer needs it
 
     options = trainer_lib.training_options(fn_args.custom_config)
+    options["learning_rate"] = configs.pretraining_learning_rate(options)
     preprocessor = trainer_lib.preprocessor(options)
     feature_spec = tft.TFTransformOutput(fn_args.transform_graph_path).transformed_feature_spec()
     dataset = trainer_lib.transformed_dataset(
@@ -78,8 +78,10 @@ def run_fn(fn_args):
         training=True,
         seed=options["seed"],
     )
-    config = BertConfig.from_preset(
-        options["preset"], vocab_size=preprocessor.tokenizer.vocabulary_size
+    init_checkpoint = options.get("init_checkpoint") or None
+    # The checkpoint's own config when it has one (continued pretraining), else the preset.
+    config = trainer_lib.encoder_config(
+        init_checkpoint, options, preprocessor.tokenizer.vocabulary_size
     )
     model = trainer_lib.train(
         lambda: BertPretrainer(build_encoder(config)),
@@ -88,7 +90,7 @@ def run_fn(fn_args):
         options,
         fn_args.train_steps,
         fn_args.model_run_dir,
-        init_checkpoint=options.get("init_checkpoint") or None,
+        init_checkpoint=init_checkpoint,
     )
     tf.io.gfile.makedirs(fn_args.eval_model_dir)
     model.save(os.path.join(fn_args.eval_model_dir, KERAS_MODEL_FILE))

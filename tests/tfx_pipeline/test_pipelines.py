@@ -1,10 +1,12 @@
 """The TFX pipelines end to end on the local runner (tiny data, few steps) and Kubeflow V2
 compilation.
 
-The pretraining pipeline runs as `make demo` runs it: `demo.run` at a tiny size (10
-Wikipedia articles, 40 steps), which starts `python -m tfx_pipeline.run` and then the model
-server on the pushed model; the pretraining asserts read that run's files and ML Metadata, and
-the caching run is the README's pretrain command on the same folders with the demo's options.
+`make demo` runs as it does (`demo.run`) at a small size (10 Wikipedia articles, 40 steps of
+continued pretraining from all-MiniLM-L6-v2, 2000 review snippets to fine-tune on): it starts
+`python -m tfx_pipeline.run` for the pretraining and the classification pipelines, then one
+model server with both pushed models; the asserts read those runs' files and ML Metadata, and a
+second run of the demo's two pipeline commands is all cache (the README's pretrain command is
+test_pretrain_readme_command.py's).
 The fine-tuning pipeline runs the README's classify command in this process (the SQuAD one is
 test_squad_pipeline.py's), folders mapped and tiny-size flags appended. One pipeline run per fixture, shared by the asserts. Beam runs in memory here (the
 default multi-processing mode would start a worker process per core for each Beam component).
@@ -18,18 +20,12 @@ import json
 import os
 import re
 import shutil
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from ml_metadata.proto import metadata_store_pb2
 
 from bert_tf.data import fetch
 from bert_tf.tasks import glue
@@ -45,12 +41,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 # The demo's pipeline options; the Transform checks use its sequence sizes.
 SEQ = configs.DEMO_PRETRAINING.max_seq_length
 PRED = configs.DEMO_PRETRAINING.max_predictions_per_seq
-# `make demo` at a tiny size: the first 50 sentences of the first 10 Wikipedia articles, the
-# demo's 300 training steps, no MiniLM step. Its evaluator's thresholds are the demo's, against
-# the eval split's constant predictors: this run scored masked-LM accuracy 0.077 (a constant
-# predictor 0.058, threshold 0.068) and NSP 0.55 (majority 0.53) on 58 eval pairs (2026-12-02);
-# after 40 steps the model is the constant predictor (the killed-run test's rerun).
-DEMO_FLAGS = ("--nominilm", "--max_documents=10", "--max_sentences_per_document=50")
+# `make demo` at a small size: the first 50 sentences of the first 10 Wikipedia articles, 40
+# steps of continued pretraining, 2000 / 200 review snippets (the demo's 63 fine-tuning steps:
+# 20 leave MiniLM at the majority class), no MiniLM check (step 2). Its
+# evaluators' thresholds are the defaults, against the eval splits' constant predictors.
+DEMO_TRAIN_STEPS = 40
+DEMO_FLAGS = (
+    "--nominilm",
+    "--max_documents=10",
+    "--max_sentences_per_document=50",
+    f"--train_steps={DEMO_TRAIN_STEPS}",
+    "--classify_train_examples=2000",
+    "--classify_dev_examples=200",
+)
 # Fine-tuning gate: above chance (0.5, balanced classes); this run scored 0.67 on the 60 dev
 # sentences (F1 0.67, MCC 0.33; 2026-11-29). 60 sentences cannot tell a model that learned from
 # one at chance (which passes 0.6 about 8% of the time): that the Trainer learns is shown on its
@@ -103,16 +106,17 @@ def vocab_file() -> str:
 class DemoRun(NamedTuple):
     output_dir: Path
     printed: str  # what the demo printed
-    demo_args: list[str]  # the demo's `python -m tfx_pipeline.run` flags
-    pipeline_args: list[str]  # the README's pretrain command with the demo's folders, options
+    pipeline_args: list[str]  # the demo's `python -m tfx_pipeline.run --pipeline=pretrain` flags
+    classify_args: list[str]  # its `--pipeline=classify` flags
     pipeline_root: Path
     metadata: Path
     model_base_path: Path  # the Pusher's <serving_model_dir>/<model_name>
+    classifier_base_path: Path
 
 
 @pytest.fixture(scope="module")
 def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
-    """`python -m demo.run` at a tiny size (its pipeline and model server are subprocesses)."""
+    """`python -m demo.run` at a small size (its pipelines and model server are subprocesses)."""
     output_dir = tmp_path_factory.mktemp("demo")
     printed = io.StringIO()
     try:
@@ -121,30 +125,29 @@ def pretrain(tmp_path_factory, minilm_dir, pipeline_helpers) -> DemoRun:
     except SystemExit as e:
         pytest.fail(f"the demo failed: {e}\n{printed.getvalue()[-5000:]}")
     tfx_dir, serving_dir = output_dir / "tfx", output_dir / "serving"
-    demo_args = demo.pipeline_args(output_dir / "corpus", tfx_dir, serving_dir, demo.TRAIN_STEPS)
-    # The README's pretrain command on the demo's folders (corpus/, runs/tfx, runs/serving
-    # mapped), the demo's options appended: the same pipeline as the demo's run.
-    paths = {"corpus": output_dir / "corpus", "runs/tfx": tfx_dir, "runs/serving": serving_dir}
-    path_flags = ("--data_root=", "--pipeline_root=", "--serving_model_dir=")
+    precision = demo.precision_flags("auto")
     return DemoRun(
         output_dir,
         printed.getvalue(),
-        demo_args,
-        [
-            *pipeline_helpers.readme_pipeline_args("pretrain", paths, minilm_dir),
-            *(f for f in demo_args if not f.startswith(path_flags)),
-        ],
+        demo.pipeline_args(
+            output_dir / "corpus", tfx_dir, serving_dir, DEMO_TRAIN_STEPS, minilm_dir, precision
+        ),
+        demo.classify_args(
+            output_dir / "reviews", output_dir / "tfx_classify", serving_dir, minilm_dir, precision
+        ),
         tfx_dir,
         tfx_dir / "metadata.sqlite",
         serving_dir / demo.MODEL_NAME,
+        serving_dir / demo.CLASSIFIER_NAME,
     )
 
 
 @pytest.fixture(scope="module")
 def pretrain_rerun(pretrain, pipeline_helpers) -> DemoRun:
-    """The README's pretrain command with the demo's folders and options, after the demo (what a
-    second `make demo` runs): same inputs, same root."""
+    """The demo's two pipeline commands again (what a second `make demo` runs): same inputs,
+    same roots."""
     pipeline_helpers.run_in_process(run, *pretrain.pipeline_args)
+    pipeline_helpers.run_in_process(run, *pretrain.classify_args)
     return pretrain
 
 
@@ -225,33 +228,43 @@ def test_transform_ids_equal_the_serving_preprocessor_ids(pretrain, pipeline_hel
 
 
 def test_pretraining_evaluator_blessed_the_model(pretrain, pipeline_helpers):
+    """Continued pretraining from all-MiniLM-L6-v2 beats the eval split's constant predictor
+    and the starting checkpoint (its fresh heads) after the test's 40 steps."""
     assert pipeline_helpers.blessings(pretrain.metadata)[0] == 1
     (report,) = glob.glob(str(pretrain.pipeline_root / "PretrainingEvaluator/evaluation/*/*.json"))
     report = json.loads(Path(report).read_text())
     assert report["blessed"] and not report["failures"]
-    # The demo's thresholds: the eval split's constant predictors plus the demo's margins.
+    # The default thresholds: the eval split's constant predictors plus the default margins.
     gains = {
-        "masked_lm_accuracy": configs.DEMO_PRETRAINING.min_masked_lm_gain,
-        "next_sentence_accuracy": configs.DEMO_PRETRAINING.min_next_sentence_gain,
+        "masked_lm_accuracy": configs.PretrainingOptions().min_masked_lm_gain,
+        "next_sentence_accuracy": configs.PretrainingOptions().min_next_sentence_gain,
     }
     assert report["gains"] == gains and gains["masked_lm_accuracy"] >= 0.01
     for name, value in report["data_baselines"].items():
         assert 0.0 < value < 1.0, name
         assert report["thresholds"][name] == pytest.approx(value + gains[name])
         assert report["candidate"][name] >= report["thresholds"][name], name
+    # The starting checkpoint, scored with fresh heads, knows no masked token yet.
+    assert report["init_checkpoint"] == str(fetch.fetch("minilm"))
+    starting = report["starting_checkpoint"]["masked_lm_accuracy"]
+    assert starting < report["data_baselines"]["masked_lm_accuracy"]
+    assert report["candidate"]["masked_lm_accuracy"] > starting + 0.03
     # First run: nothing served yet, so ServingBaseline's output is the candidate's copy and
     # the comparison is skipped.
     assert report["baseline"] is None
     assert report["baseline_model"] == NO_BASELINE
 
 
-def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
-    """Step 4's report is ML Metadata's record of the run; the summary names files that exist."""
+def test_demo_reports_the_runs_from_ml_metadata(pretrain, pipeline_helpers):
+    """Steps 4 and 5 report ML Metadata's record of each run; the summary names files that
+    exist."""
     out = pretrain.printed
-    assert "[2/5] all-MiniLM-L6-v2 check skipped (--nominilm)" in out
+    assert f"[2/{demo.STEPS}] all-MiniLM-L6-v2 check skipped (--nominilm)" in out
     corpus = (pretrain.output_dir / "corpus" / "wiki.txt").read_text().splitlines()
     assert f"10 articles, {sum(bool(line) for line in corpus)} sentences" in out
-    assert "$ python -m tfx_pipeline.run " + " \\\n          ".join(pretrain.demo_args) in out
+    assert "Rotten Tomatoes: 2000 train / 200 dev snippets" in out
+    for args in (pretrain.pipeline_args, pretrain.classify_args):
+        assert "$ python -m tfx_pipeline.run " + " \\\n          ".join(args) in out
     for component in PRETRAIN_COMPONENTS:  # progress shown while the pipeline ran
         assert f"Component {component} is finished." in out, component
     # tfx_pipeline.summary's report of the run (the pipeline's own end-of-run summary).
@@ -262,21 +275,40 @@ def test_demo_reports_the_run_from_ml_metadata(pretrain, pipeline_helpers):
     )
     assert re.search(
         r"\n {8}masked_lm_accuracy [\d.]+ \(threshold >= 0\.\d+; always \"[^\"]+\" \(the most "
-        r"frequent masked token\) scores 0\.\d+\)",
+        r"frequent masked token\) scores 0\.\d+; the starting checkpoint 0\.?\d*\)",
         report,
     )
     assert "\n      blessed: yes\n" in report
     pushed = pipeline_helpers.pushed_model(pretrain.model_base_path)
     assert f"\n      pushed: {pushed}\n" in report
+    classify = out[out.index("      bert-classification run ") :]
+    assert re.search(
+        r"\n {8}sparse_categorical_accuracy [\d.]+ \(threshold >= 0\.\d+; always "
+        r"\"(fresh|rotten)\" \(the majority class\) scores 0\.\d+\)",
+        classify,
+    )
+    assert "\n      blessed: yes\n" in classify
+    pushed_classifier = pipeline_helpers.pushed_model(pretrain.classifier_base_path)
     summary = out[out.index("where everything went:") :]
     listed = dict(re.findall(r"\n      (\S+(?: \S+)*?)\s{2,}(\S+)", summary))
     assert listed["pushed model"] == pushed
-    for what in ("corpus", "pipeline root", "ML Metadata", "pipeline log", "model server log"):
+    assert listed["pushed classifier"] == pushed_classifier
+    for what in (
+        "corpus",
+        "reviews",
+        "pipeline root",
+        "classify root",
+        "ML Metadata",
+        "pipeline log",
+        "classify log",
+        "models.config",
+        "model server log",
+    ):
         assert Path(listed[what]).exists(), what
 
 
 def demo_grpc_answers(printed: str) -> dict:
-    """The fill_mask and encode answers the demo printed (from the model server, over gRPC)."""
+    """The fill_mask, encode and classify answers the demo printed (from the model server)."""
     fill_mask = []
     for line in re.findall(r"\n +-> (.*)", printed):
         guesses = re.findall(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*") ([01]\.\d{3})""", line)
@@ -285,18 +317,30 @@ def demo_grpc_answers(printed: str) -> dict:
         (int(tokens), [float(x) for x in head.split(", ")])
         for tokens, head in re.findall(r": (\d+) tokens, pooled_output \[(.*), \.\.\.\]", printed)
     ]
-    return {"fill_mask": fill_mask, "encode": encode}
+    classify = [
+        [
+            {label: float(p) for label, p in re.findall(r"(\w+) ([01]\.\d{3})", side)}
+            for side in line.split(" | ")
+        ]
+        for line in re.findall(r"\n +=> (.*)", printed)
+    ]
+    return {"fill_mask": fill_mask, "encode": encode, "classify": classify}
 
 
-def test_demo_grpc_answers_equal_the_pushed_model_in_a_fresh_process(pretrain, pipeline_helpers):
-    """Step 5: the model server on the pushed model answered fill_mask (top 5 per [MASK]) and
-    encode over gRPC; the printed answers equal the SavedModel's own in a fresh process."""
+def test_demo_answers_equal_the_pushed_models_in_a_fresh_process(pretrain, pipeline_helpers):
+    """Step 6: one model server with both pushed models answered fill_mask (top 5 per [MASK])
+    and encode over gRPC, and classified new reviews over gRPC and REST; the printed answers
+    equal the SavedModels' own in a fresh process."""
     out = pretrain.printed
-    version = int(Path(pipeline_helpers.pushed_model(pretrain.model_base_path)).name)
-    assert f"GetModelStatus: versions [{version}]; GetModelMetadata: " in out
-    n = len(demo.ENCODE_TEXTS)
+    for name, base in (
+        (demo.MODEL_NAME, pretrain.model_base_path),
+        (demo.CLASSIFIER_NAME, pretrain.classifier_base_path),
+    ):
+        version = int(Path(pipeline_helpers.pushed_model(base)).name)
+        assert f"{name}: GetModelStatus: versions [{version}]; GetModelMetadata: " in out
+    n, hidden = len(demo.ENCODE_TEXTS), 384  # all-MiniLM-L6-v2's width
     assert f"Predict serving_default (encode): input_mask [{n}, {SEQ}], " in out
-    assert f"pooled_output [{n}, 128], sequence_output [{n}, {SEQ}, 128]" in out
+    assert f"pooled_output [{n}, {hidden}], sequence_output [{n}, {SEQ}, {hidden}]" in out
     assert "model server stopped (SIGTERM, exit code 0)" in out
     answers = demo_grpc_answers(out)
 
@@ -325,6 +369,28 @@ def test_demo_grpc_answers_equal_the_pushed_model_in_a_fresh_process(pretrain, p
         [head for _, head in answers["encode"]], expected["pooled"], atol=6e-4
     )
 
+    # The classifier: label names and probabilities, the same over gRPC and REST, equal to
+    # its serving_default's in a fresh process.
+    classifier = pipeline_helpers.serve_in_fresh_process(
+        pipeline_helpers.pushed_model(pretrain.classifier_base_path),
+        f"""
+        out = signatures["classify"](inputs=tf.constant([
+            tf.train.Example(features=tf.train.Features(feature={{"text_a": tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[t.encode()]))}})).SerializeToString()
+            for t in {demo.CLASSIFY_TEXTS!r}]))
+        print(json.dumps([dict(zip([c.decode() for c in classes], scores.tolist()))
+                          for classes, scores in zip(out["classes"].numpy(),
+                                                     out["scores"].numpy())]))
+        """,
+    )
+    assert len(answers["classify"]) == len(demo.CLASSIFY_TEXTS)
+    for (by_grpc, by_rest), want in zip(answers["classify"], classifier, strict=True):
+        assert set(want) == {"fresh", "rotten"}
+        assert by_grpc.keys() == by_rest.keys() == want.keys()
+        for label, p in want.items():
+            assert by_grpc[label] == pytest.approx(p, abs=6e-4)
+            assert by_rest[label] == pytest.approx(p, abs=6e-4)
+
 
 def test_second_run_reuses_cached_components(pretrain_rerun, pipeline_helpers):
     """Same inputs, same model: every component is cached, ServingBaseline too (its input is
@@ -335,135 +401,12 @@ def test_second_run_reuses_cached_components(pretrain_rerun, pipeline_helpers):
     )
     assert pipeline_helpers.blessings(pretrain_rerun.metadata) == [1]
     pipeline_helpers.pushed_model(pretrain_rerun.model_base_path)  # still one version
-
-
-def test_pipeline_killed_in_the_trainer_then_rerun_completes_from_cache(
-    pretrain_rerun, pipeline_helpers
-):
-    """Pipeline faults: the demo's pipeline with fewer training steps (so the Trainer runs
-    again) is killed (SIGKILL to its process group) as soon as the new Trainer's training loop
-    has started; the same command run again completes, reusing ExampleGen..Transform from ML
-    Metadata, and ML Metadata stays consistent: the killed execution blocks nothing and its
-    outputs feed nothing. The rerun's model (40 steps: the constant predictor) is worse than
-    the one serving (the demo's 300 steps): the evaluator rejects it on both of its gates (the
-    margin over the eval split's constant predictor, and the comparison with the served
-    model); nothing is pushed."""
-    args = [
-        *(f for f in pretrain_rerun.pipeline_args if not f.startswith("--train_steps")),
-        "--train_steps=40",
-        "--iterations_per_loop=20",
-    ]
-    command = [sys.executable, "-m", "tfx_pipeline.run", *args]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    trainer_runs = pretrain_rerun.pipeline_root / "Trainer" / "model_run"
-    before = set(trainer_runs.iterdir())
-    versions = pretrain_rerun.model_base_path / "*" / "saved_model.pb"
-    pushed_before = set(glob.glob(str(versions)))
-    log = pretrain_rerun.output_dir / "killed_run.log"
-    with open(log, "w") as output:
-        killed = subprocess.Popen(
-            command, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 1200
-        # Killed at a named point, not after a guessed delay: the new Trainer's TensorBoard file
-        # appears when its training loop starts (its one checkpoint is written at the end).
-        while not any(
-            list(d.glob("events.out.tfevents.*")) for d in set(trainer_runs.iterdir()) - before
-        ):
-            assert killed.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the Trainer did not start in 20 minutes"
-            time.sleep(0.05)
-        os.killpg(killed.pid, signal.SIGKILL)  # the runner and any Beam worker it started
-        assert killed.wait() == -signal.SIGKILL, "the pipeline ended before it was killed"
-    finally:
-        if killed.poll() is None:
-            os.killpg(killed.pid, signal.SIGKILL)
-            killed.wait()
-    with sqlite3.connect(pretrain_rerun.metadata) as db:  # SQLite's own check
-        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    states = pipeline_helpers.node_states(pretrain_rerun.metadata)[-1]
-    assert states["Trainer"] == "RUNNING"  # the executor died with the process
-    assert "PretrainingEvaluator" not in states and "Pusher" not in states
-
-    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1500)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    killed_run, completed_run = pipeline_helpers.executions(pretrain_rerun.metadata)[-2:]
-    assert metadata_store_pb2.Execution.State.Name(killed_run["Trainer"].last_known_state) in (
-        "RUNNING",
-        "FAILED",
-        "CANCELED",
-    )
-    before_trainer = (
-        "PretrainingExampleGen",
-        "StatisticsGen",
-        "SchemaGen",
-        "ExampleValidator",
-        "Transform",
-    )
-    from_trainer = ("Trainer", "ServingBaseline", "PretrainingEvaluator", "ServingCheck", "Pusher")
-    states = pipeline_helpers.node_states(pretrain_rerun.metadata)[-1]
-    assert {n: states.get(n) for n in before_trainer} == dict.fromkeys(before_trainer, "CACHED")
-    assert {n: states.get(n) for n in from_trainer} == dict.fromkeys(from_trainer, "COMPLETE")
-    # The evaluator judged the rerun Trainer's model, never the killed one's outputs, and
-    # those were never published as LIVE artifacts.
-    store = pipeline_helpers.metadata(pretrain_rerun.metadata)
-    events = store.get_events_by_execution_ids(
-        [killed_run["Trainer"].id, completed_run["PretrainingEvaluator"].id]
-    )
-    killed_outputs = {
-        e.artifact_id
-        for e in events
-        if e.execution_id == killed_run["Trainer"].id
-        and e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.PENDING_OUTPUT)
-    }
-    evaluated = {
-        e.artifact_id
-        for e in events
-        if e.execution_id == completed_run["PretrainingEvaluator"].id
-        and e.type == metadata_store_pb2.Event.INPUT
-        and e.path.steps[0].key == "model"
-    }
-    assert evaluated and not evaluated & killed_outputs
-    for artifact in store.get_artifacts_by_id(list(killed_outputs)):
-        assert artifact.state != metadata_store_pb2.Artifact.LIVE, artifact
-    # Nothing of the killed run reached the serving folder, nor the rejected rerun's model.
-    assert pipeline_helpers.blessings(pretrain_rerun.metadata)[-1] == 0
-    assert set(glob.glob(str(versions))) == pushed_before
-
-    # The new model was judged against the version serving now, the first run's push.
-    (served,) = pushed_before
-    served_version = int(Path(served).parent.name)
-    baseline_events = store.get_events_by_execution_ids([completed_run["ServingBaseline"].id])
-    (baseline,) = store.get_artifacts_by_id(
-        [e.artifact_id for e in baseline_events if e.type == metadata_store_pb2.Event.OUTPUT]
-    )
-    assert baseline.custom_properties["is_candidate"].int_value == 0
-    assert baseline.custom_properties["baseline_version"].int_value == served_version
-    evaluation_events = store.get_events_by_execution_ids(
-        [completed_run["PretrainingEvaluator"].id]
-    )
-    (evaluation,) = store.get_artifacts_by_id(
-        [
-            e.artifact_id
-            for e in evaluation_events
-            if e.type == metadata_store_pb2.Event.OUTPUT and e.path.steps[0].key == "evaluation"
-        ]
-    )
-    report = json.loads((Path(evaluation.uri) / "metrics.json").read_text())
-    assert report["baseline_model"]["version"] == served_version
-    assert not report["blessed"]
-    # Each gate rejects it on masked-LM accuracy: below the constant predictor plus the margin,
-    # and more than max_decrease below the served model's score on the same examples.
-    mlm = report["candidate"]["masked_lm_accuracy"]
-    threshold = report["thresholds"]["masked_lm_accuracy"]
-    served_mlm = report["baseline"]["masked_lm_accuracy"]
-    assert mlm < threshold and mlm < served_mlm - configs.PretrainingOptions().max_decrease
-    assert f"masked_lm_accuracy {mlm:.4f} < threshold {threshold:.4f}" in report["failures"]
-    assert any(
-        f.startswith("masked_lm_accuracy ") and f.endswith(f"below the baseline's {served_mlm:.4f}")
-        for f in report["failures"]
-    )
+    # The fine-tuning pipeline too: nothing trained, evaluated or pushed again.
+    classify_metadata = pretrain_rerun.output_dir / "tfx_classify" / "metadata.sqlite"
+    _, second = pipeline_helpers.node_states(classify_metadata)
+    # (the checkpoint importer records an execution that finds its artifact again)
+    assert {state for node, state in second.items() if "importer" not in node} == {"CACHED"}
+    pipeline_helpers.pushed_model(pretrain_rerun.classifier_base_path)
 
 
 def test_kubeflow_runner_writes_a_pipeline_spec(tmp_path, pretrain, pipeline_helpers):

@@ -89,13 +89,14 @@ def official_squad(squad_scripts_dir):
 
 @pytest.fixture(autouse=True)
 def _logging_levels_restored():
-    """Each test starts from the same logging levels. TensorFlow's SavedModel writer sets
-    absl's verbosity to FATAL and back to what get_verbosity() said (WARNING while absl's flags
-    are unparsed): after any in-process export, absl INFO records of a later test in the same
-    worker never reached `caplog` (CI saw test_extract_features' gelu test fail so)."""
+    """Each test starts with absl's logger level unset, as a fresh process has it, and leaves
+    the root's as it found it. TensorFlow's SavedModel writer sets absl's verbosity to FATAL and back to what get_verbosity() said
+    (WARNING while absl's flags are unparsed), so after any in-process export absl's INFO
+    records were dropped in every later test of the same worker (caplog saw none)."""
     absl_logger = logging.getLogger("absl")
     root = logging.getLogger()
     levels = absl_logger.level, root.level
+    absl_logger.setLevel(logging.NOTSET)  # as in a fresh process: the root's (caplog's) level
     yield
     absl_logger.setLevel(levels[0])
     root.setLevel(levels[1])

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+
+from bert_tf.data import corpora
 
 # TFX's default output_config (`utils.make_default_output_config`): train:eval = 2:1 hash buckets.
 TRAIN_EVAL_SPLITS = ("train", "eval")
@@ -30,20 +32,6 @@ def bucket_of(sentences: Sequence[str], buckets: Sequence[int]) -> int:
     return next(i for i, end in enumerate(ends) if bucket < end)
 
 
-def documents(lines: Iterable[str]) -> Iterator[list[str]]:
-    """A pretraining text's documents: stripped non-empty lines, a blank line ends one (as
-    `bert_tf.tasks.pretraining.text_documents` reads them)."""
-    document: list[str] = []
-    for line in lines:
-        if line := line.strip():
-            document.append(line)
-        elif document:
-            yield document
-            document = []
-    if document:
-        yield document
-
-
 def split_counts(files: Iterable[str], buckets: Sequence[int] = TRAIN_EVAL_BUCKETS) -> list[int]:
     """Documents per split of local text files. A sentence with no WordPiece token (only
     control characters) is dropped before the ExampleGen hashes, so a document holding one may
@@ -51,6 +39,6 @@ def split_counts(files: Iterable[str], buckets: Sequence[int] = TRAIN_EVAL_BUCKE
     counts = [0] * len(buckets)
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as f:  # local files only (run.py)
-            for document in documents(f):
+            for document in corpora.text_format_documents(f):
                 counts[bucket_of(document, buckets)] += 1
     return counts

@@ -271,6 +271,21 @@ def split_labelled(
     return train, dev
 
 
+def text_format_documents(lines: Iterable[str]) -> Iterator[Document]:
+    """The documents of lines in BERT's pretraining text format (`write_documents`'): stripped
+    non-empty lines are sentences, a blank line ends a document, and so does the end of
+    `lines`."""
+    document: Document = []
+    for line in lines:
+        if line := line.strip():
+            document.append(line)
+        elif document:
+            yield document
+            document = []
+    if document:
+        yield document
+
+
 def write_documents(documents: Iterable[Document], output_file: str | os.PathLike) -> int:
     """Writes documents in BERT's pretraining text format, atomically; returns the count."""
     output_file = os.fspath(output_file)  # not a Path: it would fold gs:// into gs:/

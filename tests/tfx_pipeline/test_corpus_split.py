@@ -6,6 +6,7 @@ import random
 
 from absl import flags
 
+from bert_tf.data import corpora
 from tfx_pipeline import corpus_split, run
 from tfx_pipeline.components import pretraining_example_gen
 
@@ -35,7 +36,11 @@ def test_the_split_is_the_example_gens():
 
 def test_documents_are_read_as_the_pretraining_reader_reads_them():
     lines = ["  first \n", "second\n", "\n", "\n", "third\n", "   \n", "fourth"]
-    assert list(corpus_split.documents(lines)) == [["first", "second"], ["third"], ["fourth"]]
+    assert list(corpora.text_format_documents(lines)) == [
+        ["first", "second"],
+        ["third"],
+        ["fourth"],
+    ]
 
 
 def _check(tmp_path, documents: list[list[str]]) -> str | None:

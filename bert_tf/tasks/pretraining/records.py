@@ -49,6 +49,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
+from bert_tf.data import corpora
 from bert_tf.text.masking import MaskedLmMasker, example_seed
 from bert_tf.text.tokenization import BertTokenizer, SpecialTokenIds
 
@@ -134,20 +135,17 @@ def text_documents(input_files: Sequence[str]) -> Iterator[list[str]]:
     a file's last document on into the next file's first when the file lacks a final blank line).
     """
     for path in input_files:
-        document: list[str] = []
-        with tf.io.gfile.GFile(path, "rb") as f:
-            for line_number, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8").strip()
-                except UnicodeDecodeError as e:
-                    raise ValueError(f"{path}:{line_number}: not UTF-8 text ({e})") from None
-                if line:
-                    document.append(line)
-                elif document:
-                    yield document
-                    document = []
-        if document:
-            yield document
+        yield from corpora.text_format_documents(_text_lines(path))
+
+
+def _text_lines(path: str) -> Iterator[str]:
+    """`path`'s lines as text; a line that is not UTF-8 is an error naming it."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for line_number, raw in enumerate(f, 1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{line_number}: not UTF-8 text ({e})") from None
 
 
 def tokenize_documents(

@@ -32,13 +32,21 @@ def bucket_of(sentences: Sequence[str], buckets: Sequence[int]) -> int:
     return next(i for i, end in enumerate(ends) if bucket < end)
 
 
-def split_counts(files: Iterable[str], buckets: Sequence[int] = TRAIN_EVAL_BUCKETS) -> list[int]:
+def split_counts(
+    files: Iterable[str],
+    buckets: Sequence[int] = TRAIN_EVAL_BUCKETS,
+    until_every_split: bool = False,
+) -> list[int]:
     """Documents per split of local text files. A sentence with no WordPiece token (only
     control characters) is dropped before the ExampleGen hashes, so a document holding one may
-    land elsewhere there: an estimate for up-front checks, exact for ordinary text."""
+    land elsewhere there: an estimate for up-front checks, exact for ordinary text.
+    `until_every_split`: stop reading once every split has a document (a large corpus is not
+    read twice; the counts are then lower bounds, exact where one stays 0)."""
     counts = [0] * len(buckets)
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as f:  # local files only (run.py)
             for document in corpora.text_format_documents(f):
                 counts[bucket_of(document, buckets)] += 1
+                if until_every_split and all(counts):
+                    return counts
     return counts

@@ -338,7 +338,7 @@ def _check_corpus_splits(data_root: str) -> None:
     """pretrain: PretrainingExampleGen hashes whole documents train:eval = 2:1; a corpus that
     leaves a split without any document fails there, deep inside Beam: say so now."""
     files = sorted(p for p in glob.glob(os.path.join(data_root, "*")) if os.path.isfile(p))
-    counts = corpus_split.split_counts(files)
+    counts = corpus_split.split_counts(files, until_every_split=True)
     empty = [name for name, n in zip(corpus_split.TRAIN_EVAL_SPLITS, counts, strict=True) if not n]
     if empty:
         sys.exit(

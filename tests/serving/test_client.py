@@ -14,6 +14,8 @@ import pytest
 import tensorflow as tf
 
 from serving import client, rest
+from serving.client import cli as client_cli
+from serving.client import protos
 from serving.process import REPO
 from serving.signatures import set_method_names
 
@@ -86,18 +88,19 @@ _TENSORFLOW_AFTER_CLIENT = """
 import sys
 import numpy as np
 from serving import client
+from serving.client import grpc_client, protos
 assert "tensorflow" not in sys.modules, "the client imported tensorflow"
 import tensorflow as tf
 from tensorflow.core.example import example_pb2
 assert tf.constant(2.0).numpy() == 2.0
 assert tf.tsl is sys.modules["tensorflow.tsl"]  # bound as a plain import binds it
-assert tf.train.Example is example_pb2.Example is client.example_pb2.Example
-assert type(tf.make_tensor_proto([1.0])) is client.tensor_pb2.TensorProto
-request = client.predict_pb2.PredictRequest()
+assert tf.train.Example is example_pb2.Example is protos.example_pb2.Example
+assert type(tf.make_tensor_proto([1.0])) is protos.tensor_pb2.TensorProto
+request = protos.predict_pb2.PredictRequest()
 request.inputs["x"].CopyFrom(tf.make_tensor_proto(np.ones([2], np.float32)))
 request.inputs["y"].CopyFrom(client.make_tensor_proto(tf.constant(["a", "b"])))
 assert tf.make_ndarray(request.inputs["y"]).tolist() == [b"a", b"b"]
-example = client._example({"text_a": "héllo"}).SerializeToString()
+example = grpc_client._example({"text_a": "héllo"}).SerializeToString()
 spec = {"text_a": tf.io.FixedLenFeature([], tf.string)}
 assert tf.io.parse_single_example(example, spec)["text_a"].numpy().decode() == "héllo"
 print("ok")
@@ -161,7 +164,7 @@ def cli(server, run_main, capsys):
         target = f"127.0.0.1:{server.rest_port}" if rest_api else server.target
         flags = [f"--server={target}", "--model_name=pair", *(["--rest"] if rest_api else [])]
         try:
-            run_main(client, *flags, *args)
+            run_main(client_cli, *flags, *args)
             status = 0
         except SystemExit as e:
             status = e.code
@@ -279,15 +282,16 @@ def test_tensorflow_imported_after_the_client_works(tensorflow_after_client):
 
 
 def test_client_imported_after_tensorflow(server):
-    """With TensorFlow already imported, the client's modules are TensorFlow's own."""
+    """With TensorFlow already imported, the client's protos are TensorFlow's own."""
     from tensorflow.core.framework import tensor_pb2
 
     tensorflow = sys.modules["tensorflow"]
-    spec = importlib.util.spec_from_file_location("client_after_tf", client.__file__)
+    spec = importlib.util.spec_from_file_location("protos_after_tf", protos.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert sys.modules["tensorflow"] is tensorflow and module.tensor_pb2 is tensor_pb2
-    with module.ServingClient(server.target) as c:
+    assert module.predict_pb2 is protos.predict_pb2 and protos.tensor_pb2 is tensor_pb2
+    with client.ServingClient(server.target) as c:
         out = c.predict("pair", {"text_a": ["abc"], "text_b": [""]}, output_filter=["text_a"])
     assert out["text_a"].tolist() == [b"abc"]
 

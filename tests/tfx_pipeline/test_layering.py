@@ -71,10 +71,9 @@ def imported_modules(path: Path) -> set[tuple[str, int]]:
 
 
 # Library modules that can also be run, and why they are one module: `fetch` is the data API
-# (`fetch.path(...)`) and `python -m bert_tf.data.fetch` only calls it (`make data`);
-# `serving.client` is the Python client (ServingClient, rest_predict) with a small query CLI,
-# the way tensorflow_serving's example clients are.
-RUNNABLE_LIBRARIES = {"bert_tf.data.fetch", "serving.client"}
+# (`fetch.path(...)`) and `python -m bert_tf.data.fetch` only calls it (`make data`). (The
+# client's command line is serving/client/__main__.py, beside its library modules.)
+RUNNABLE_LIBRARIES = {"bert_tf.data.fetch"}
 
 
 def test_no_script_is_imported_as_a_library():

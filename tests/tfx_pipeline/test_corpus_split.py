@@ -7,8 +7,9 @@ import random
 from absl import flags
 
 from bert_tf.data import corpora
-from tfx_pipeline import corpus_split, run
+from tfx_pipeline import corpus_split
 from tfx_pipeline.components import pretraining_example_gen
+from tfx_pipeline.runners import checks, run_flags
 
 
 def _document(rng: random.Random) -> list[str]:
@@ -48,7 +49,7 @@ def _check(tmp_path, documents: list[list[str]]) -> str | None:
     corpus.mkdir()
     (corpus / "text.txt").write_text("\n\n".join("\n".join(d) for d in documents) + "\n")
     flag_values = flags.FlagValues()
-    run.define_flags(flag_values)
+    run_flags.define_flags(flag_values)
     flag_values(
         [
             "run",
@@ -58,13 +59,10 @@ def _check(tmp_path, documents: list[list[str]]) -> str | None:
             f"--serving_model_dir={tmp_path / 'serving'}",
         ]
     )
-    saved, run.FLAGS = run.FLAGS, flag_values
     try:
-        run.check_flags()
+        checks.check_flags(flag_values)
     except SystemExit as e:
         return str(e.code)
-    finally:
-        run.FLAGS = saved
     return None
 
 

@@ -15,6 +15,7 @@ from absl import flags
 
 from bert_tf.data import fetch
 from tfx_pipeline import configs, run
+from tfx_pipeline.runners import kubeflow, run_flags
 
 IMAGE = "registry.example.com/bert-tfx:1"
 GPU_IMAGE = "registry.example.com/bert-tfx-gpu:1"
@@ -235,7 +236,7 @@ def test_default_spec_file_is_named_after_the_pipeline(
 
 def _flags(*args: str) -> flags.FlagValues:
     flag_values = flags.FlagValues()
-    run.define_flags(flag_values)
+    run_flags.define_flags(flag_values)
     flag_values(["run", *args])
     return flag_values
 
@@ -274,20 +275,14 @@ def test_local_paths_are_rejected(pipeline_helpers, runner, flag, value):
 def test_volume_paths(pipeline_helpers):
     # Under --allowed_volume_paths (default /mnt): accepted, except for the pipeline root.
     for flag in ("data_root", "serving_model_dir", "init_checkpoint", "vocab_file"):
-        values = _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/mnt/data/x")
-        saved, run.FLAGS = run.FLAGS, values
-        try:
-            run.check_cluster_flags()
-        finally:
-            run.FLAGS = saved
+        kubeflow.check_cluster_flags(
+            _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/mnt/data/x")
+        )
     # The image's own files (the Dockerfile's fetch cache): its MiniLM and vocab.
     for flag in ("init_checkpoint", "vocab_file"):
-        values = _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/opt/bert_tfx/minilm")
-        saved, run.FLAGS = run.FLAGS, values
-        try:
-            run.check_cluster_flags()
-        finally:
-            run.FLAGS = saved
+        kubeflow.check_cluster_flags(
+            _flags(*CLUSTER_ARGS, "--runner=kubeflow", f"--{flag}=/opt/bert_tfx/minilm")
+        )
     message = _exits(pipeline_helpers, *CLUSTER_ARGS, "--runner=kubeflow", "--pipeline_root=/mnt/r")
     assert "(--allowed_volume_paths)" not in message  # an object store only
     message = _exits(
@@ -309,15 +304,11 @@ def test_volume_paths(pipeline_helpers):
 
 def test_trainer_resources_parse():
     values = _flags("--trainer_cpu=1.5", "--trainer_memory=512M", "--trainer_accelerator=TPU_V3:8")
-    saved, run.FLAGS = run.FLAGS, values
-    try:
-        assert run.trainer_resources() == {
-            "cpu_limit": 1.5,
-            "memory_limit": pytest.approx(0.512),
-            "accelerator": {"type": "TPU_V3", "count": 8},
-        }
-    finally:
-        run.FLAGS = saved
+    assert kubeflow.trainer_resources(values) == {
+        "cpu_limit": 1.5,
+        "memory_limit": pytest.approx(0.512),
+        "accelerator": {"type": "TPU_V3", "count": 8},
+    }
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from types import SimpleNamespace
 import pytest
 from absl import flags
 
-from tfx_pipeline import configs, run
+from tfx_pipeline import configs
+from tfx_pipeline.runners import build, checks, local, run_flags
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,22 +46,19 @@ def classify_args(tmp_path) -> list[str]:
 
 def _parsed(*args: str) -> flags.FlagValues:
     flag_values = flags.FlagValues()
-    run.define_flags(flag_values)
+    run_flags.define_flags(flag_values)
     flag_values(["run", *args])
     return flag_values
 
 
 def _check(*args: str) -> str | None:
-    """run.check_flags() on `args`: the one-line error it exits with, or None."""
-    saved, run.FLAGS = run.FLAGS, _parsed(*args)
+    """checks.check_flags() on `args`: the one-line error it exits with, or None."""
     try:
-        run.check_flags()
+        checks.check_flags(_parsed(*args))
     except SystemExit as e:
         message = str(e.code)
         assert message.startswith("error: ") and "\n" not in message, message
         return message
-    finally:
-        run.FLAGS = saved
     return None
 
 
@@ -69,20 +67,16 @@ def _check(*args: str) -> str | None:
 
 def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path):
     assert _check(*classify_args) is None
-    saved, run.FLAGS = run.FLAGS, _parsed(*classify_args)
-    try:
-        assert run.metadata_path() == str(tmp_path / "runs/tfx_cls" / "metadata.sqlite")
-        log = run.log_path(0.0)
-        assert Path(log).parent == tmp_path / "runs/tfx_cls" / "logs"
-        assert Path(log).name.startswith("run-") and log.endswith(".log")
-    finally:
-        run.FLAGS = saved
+    flag_values = _parsed(*classify_args)
+    assert run_flags.metadata_path(flag_values) == str(
+        tmp_path / "runs/tfx_cls" / "metadata.sqlite"
+    )
+    log = local.log_path(flag_values, 0.0)
+    assert Path(log).parent == tmp_path / "runs/tfx_cls" / "logs"
+    assert Path(log).name.startswith("run-") and log.endswith(".log")
     # An explicit one still wins.
-    saved, run.FLAGS = run.FLAGS, _parsed(*classify_args, "--metadata_path=/tmp/m.sqlite")
-    try:
-        assert run.metadata_path() == "/tmp/m.sqlite"
-    finally:
-        run.FLAGS = saved
+    flag_values = _parsed(*classify_args, "--metadata_path=/tmp/m.sqlite")
+    assert run_flags.metadata_path(flag_values) == "/tmp/m.sqlite"
 
 
 @pytest.mark.parametrize(
@@ -269,7 +263,7 @@ def test_every_option_flag_has_help_and_its_defaults():
     for cls in configs.PIPELINE_OPTIONS.values():
         for field in dataclasses.fields(cls):
             if field.name == "init_checkpoint":
-                continue  # a flag of every pipeline, defined by run.py itself
+                continue  # a flag of every pipeline, defined by runners/run_flags.py itself
             flag = flag_values[field.name]
             assert "see tfx_pipeline.configs" not in flag.help, field.name
             assert "default" in flag.help, (field.name, flag.help)
@@ -434,13 +428,10 @@ def test_model_source_is_checked_before_any_component_runs(
     args.append(f"--init_checkpoint={minilm_dir}")
     for name, value in change.items():
         args.append(f"--{name}={chinese_vocab if value == 'cn_clip' else value}")
-    saved, run.FLAGS = run.FLAGS, _parsed(*args)
-    try:
-        run.check_flags()  # the light checks pass (they exit otherwise)
-        with pytest.raises(SystemExit) as exited:
-            run.build_pipeline()
-    finally:
-        run.FLAGS = saved
+    flag_values = _parsed(*args)
+    checks.check_flags(flag_values)  # the light checks pass (they exit otherwise)
+    with pytest.raises(SystemExit) as exited:
+        build.build_pipeline(flag_values)
     message = str(exited.value.code)
     assert message.startswith("error: ") and "\n" not in message, message
     assert expected.format(minilm=minilm_dir) in message

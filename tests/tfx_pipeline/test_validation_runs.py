@@ -21,6 +21,7 @@ from google.protobuf import json_format
 
 from bert_tf.data import corpora
 from tfx_pipeline import configs, run
+from tfx_pipeline.runners import build, checks, run_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -54,14 +55,10 @@ def _run_to_validator(args: list[str]) -> None:
     from tfx.orchestration import pipeline as tfx_pipeline
 
     flag_values = flags.FlagValues()
-    run.define_flags(flag_values)
+    run_flags.define_flags(flag_values)
     flag_values(["tfx_pipeline.run", *args])
-    saved, run.FLAGS = run.FLAGS, flag_values
-    try:
-        run.check_flags()
-        built = run.build_pipeline()
-    finally:
-        run.FLAGS = saved
+    checks.check_flags(flag_values)
+    built = build.build_pipeline(flag_values)
     options = tfx_pipeline.RunOptions(to_nodes=["ExampleValidator"])
     tfx.orchestration.LocalDagRunner().run(built, run_options=options)
 

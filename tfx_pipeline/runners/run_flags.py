@@ -1,0 +1,226 @@
+"""`python -m tfx_pipeline.run`'s flags: their definitions (every option flag from
+`configs.option_specs()`), the runners they choose between, and the values the other runner
+modules derive from them. No TensorFlow or TFX import: the flags are checked before either.
+
+    flag_values = flags.FlagValues()
+    run_flags.define_flags(flag_values)
+    flag_values(["run", "--pipeline=classify", ...])
+    options = run_flags.pipeline_options(flag_values, configs.ClassificationOptions)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+
+from absl import flags
+
+from bert_tf.tasks import glue  # light (no TensorFlow): the flag checks stay fast
+from tfx_pipeline import configs
+
+# The flags `define_flags` defines belong to the script that calls it (absl's key flags: they
+# show in its `--help`, under its name in `--helpfull`), not to this module.
+flags.disclaim_key_flags()
+
+CLUSTER_RUNNERS = ("kubeflow", "vertex")
+CLUSTER_RUNNERS_AND_LOCAL = ["local", "beam", *CLUSTER_RUNNERS]
+# Every field of the options dataclasses is a flag of the same name (default: the dataclass's of
+# the chosen pipeline), except init_checkpoint: a flag of its own (every pipeline takes one).
+OPTION_SPECS = {
+    name: spec for name, spec in configs.option_specs().items() if name != "init_checkpoint"
+}
+_FLAG_DEFINERS = {
+    "int": "DEFINE_integer",
+    "float": "DEFINE_float",
+    "bool": "DEFINE_boolean",
+    "str": "DEFINE_string",
+}
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines `python -m tfx_pipeline.run`'s flags (in `flag_values`, absl's global FLAGS by
+    default).
+
+    Called when the program runs, never on import, so tests and other scripts can import it;
+    tests define them on a fresh FlagValues (and run the program's `main` in-process on one).
+    """
+    flags.DEFINE_enum(
+        "pipeline",
+        "pretrain",
+        ["pretrain", "classify", "squad"],
+        "Which pipeline.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "runner",
+        "local",
+        CLUSTER_RUNNERS_AND_LOCAL,
+        "local/beam run the pipeline; kubeflow (KFP v2 PipelineSpec YAML) and vertex (Vertex AI "
+        "PipelineJob JSON) compile it to --output_spec_file.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "data_root",
+        None,
+        "Corpus folder (pretrain), task data folder (classify) or SQuAD JSON folder (squad).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "WordPiece vocab; default: the uncased BERT vocab.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "pipeline_root",
+        None,
+        "Folder (or gs:// path) for the pipeline's artifacts.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "metadata_path",
+        None,
+        "local/beam: SQLite ML Metadata file (default: <pipeline_root>/metadata.sqlite; "
+        "required when --pipeline_root is remote).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "log_file",
+        None,
+        "local/beam: the run's full log (default: <pipeline_root>/logs/run-<time>.log, or beside "
+        "--metadata_path when the pipeline root is remote).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_boolean(
+        "verbose",
+        False,
+        "local/beam: show the full log on the console too, not only progress and the summary.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "serving_model_dir",
+        None,
+        "Pusher's base folder: <it>/<model_name>/<ver>/.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "model_name",
+        "bert",
+        "Served model name (a folder under serving_model_dir).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "Checkpoint to start from (required for classify and squad; pretrain: optional warm "
+        "start): any format bert_tf's load_pretrained reads (a google-research bert_model.ckpt "
+        "prefix, a folder, ...).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "beam_pipeline_args", None, "Beam args, comma-separated.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "output_spec_file",
+        None,
+        "kubeflow/vertex: the file to write (.yaml for kubeflow, .json for vertex; default "
+        "<pipeline>.yaml / <pipeline>.json).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "image",
+        None,
+        "kubeflow/vertex: container image of the components (the Dockerfile's).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "gpu_image",
+        None,
+        "kubeflow/vertex: container image of the Trainer and Tuner (Dockerfile.gpu's); "
+        "default: --image.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_cpu",
+        None,
+        "kubeflow/vertex: the Trainer's (and Tuner's) CPU limit, e.g. 8 or 500m.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_memory",
+        None,
+        "kubeflow/vertex: the Trainer's (and Tuner's) memory limit, e.g. 32G or 30Gi.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_accelerator",
+        None,
+        "kubeflow/vertex: the Trainer's (and Tuner's) accelerators as TYPE:COUNT; TYPE is the "
+        "Kubernetes resource on Kubeflow (nvidia.com/gpu:1), the accelerator type on Vertex "
+        "(NVIDIA_TESLA_T4:1).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "allowed_volume_paths",
+        ["/mnt"],
+        "kubeflow/vertex: folders mounted in the pods; a path flag (except --pipeline_root) "
+        "may name a path under one of them instead of a remote URI.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "pipeline_name", None, "Pipeline name (default per pipeline).", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "schema_dir",
+        None,
+        "A curated schema's folder (its schema.pbtxt; e.g. a first run's "
+        "<pipeline_root>/SchemaGen/schema/<id>): ImportSchemaGen pins it and ExampleValidator "
+        "checks the data against it. Default: SchemaGen infers the schema from this run's data.",
+        flag_values=flag_values,
+    )
+    for spec in OPTION_SPECS.values():
+        text = spec.flag_help()
+        if spec.name == "task_name":
+            text += f" Tasks: {', '.join(glue.PROCESSORS)}."
+        define = getattr(flags, _FLAG_DEFINERS[spec.type])
+        define(spec.name, None, text, flag_values=flag_values)
+        for alias in spec.aliases:  # an option's earlier name
+            flags.DEFINE_alias(alias, spec.name, flag_values=flag_values)
+
+
+def is_remote(path: str) -> bool:
+    """Not on this machine's file system (fileio.is_remote also counts file://, read via gfile)."""
+    return "://" in path and not path.startswith("file://")
+
+
+def local_path(path: str) -> str:
+    """A local path flag as a path (without a file:// scheme)."""
+    return path.removeprefix("file://")
+
+
+def required(flag_values: flags.FlagValues, *names: str) -> None:
+    """Exits with a one-line error naming the flags of `names` that are not given."""
+    missing = [f"--{n}" for n in names if not getattr(flag_values, n)]
+    if missing:
+        sys.exit(
+            f"error: {', '.join(missing)} required for --pipeline={flag_values.pipeline} "
+            f"--runner={flag_values.runner}"
+        )
+
+
+def pipeline_options(flag_values: flags.FlagValues, cls):
+    """The options dataclass `cls` with the option flags given (the others: its defaults)."""
+    values = {
+        name: getattr(flag_values, name)
+        for name in (f.name for f in dataclasses.fields(cls))
+        if name in flag_values and getattr(flag_values, name) is not None
+    }
+    if flag_values.init_checkpoint and cls is configs.PretrainingOptions:
+        values["init_checkpoint"] = flag_values.init_checkpoint
+    return cls(**values)
+
+
+def metadata_path(flag_values: flags.FlagValues) -> str:
+    """local/beam: --metadata_path, or its default <pipeline_root>/metadata.sqlite."""
+    return flag_values.metadata_path or os.path.join(flag_values.pipeline_root, "metadata.sqlite")

@@ -17,7 +17,7 @@ import tensorflow as tf
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils, standard_artifacts
 
-from tfx_pipeline import configs, metadata, pipeline
+from tfx_pipeline import configs, metadata, pipeline, tfma_config
 from tfx_pipeline.components import (
     blessing,
     pretraining_evaluator,
@@ -150,7 +150,7 @@ EVALUATORS = {
 
 
 def test_no_pipeline_compiles_a_resolver_for_kubeflow():
-    # Imported directly: tfx.v1 hides it without the full kfp SDK (see run.py).
+    # Imported directly: tfx.v1 hides it without the full kfp SDK (see runners/kubeflow.py).
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kubeflow_v2
 
     runner = kubeflow_v2.KubeflowV2DagRunner(
@@ -977,7 +977,7 @@ def test_tfma_evaluator_compares_with_the_served_model_only(
             tf.io.gfile.rename(str(served / "1"), _serving(regression_inputs.model))
     assert serving_baseline.is_candidate(output) == nothing_serving
     regression_inputs.model.id, output.id = 21, 22
-    eval_config = pipeline.classification_eval_config(
+    eval_config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sts-b", min_metric=-1.0, max_decrease=-1.5), []
     )
     outputs, validation, _ = _run_tfma(
@@ -999,7 +999,7 @@ def test_a_regressor_worse_than_the_mean_label_is_not_blessed(regression_inputs,
     0.01) x the labels' variance (R² at least 0.01) besides the Pearson threshold. Answers
     perfectly correlated with the labels but 3 standard deviations off pass Pearson's and fail
     that bound."""
-    eval_config = pipeline.classification_eval_config(
+    eval_config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sts-b"), []
     )
     outputs, validation, gates = _run_tfma(
@@ -1087,7 +1087,7 @@ def test_a_constant_classifier_is_not_blessed_by_default(
     blessed. The summary names the classes."""
     options = configs.ClassificationOptions(task_name=task)
     assert options.min_metric == 0.0 and options.min_baseline_gain == 0.01
-    eval_config = pipeline.classification_eval_config(options, ["0", "1"])
+    eval_config = tfma_config.classification_eval_config(options, ["0", "1"])
     outputs, validation, gates = _run_tfma(
         tmp_path, getattr(classifier_inputs, model), classifier_inputs.examples, eval_config
     )
@@ -1130,7 +1130,7 @@ def test_a_classifier_better_than_the_majority_class_is_blessed(classifier_input
         tmp_path,
         classifier_inputs.learned,
         classifier_inputs.its_own,
-        pipeline.classification_eval_config(configs.ClassificationOptions(), ["0", "1"]),
+        tfma_config.classification_eval_config(configs.ClassificationOptions(), ["0", "1"]),
     )
     assert validation.validation_ok
     assert outputs["blessing"][0].get_int_custom_property("blessed") == 1
@@ -1147,7 +1147,7 @@ def test_the_data_gate_raises_only_the_value_thresholds():
     larger of --min_metric and the baseline plus the margin; the change threshold against the
     model serving now is TFMA's, untouched; regression gets the mean predictor's MSE bound."""
     labels = np.array([0] * 6 + [1] * 4)
-    config = pipeline.classification_eval_config(
+    config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sst-2", min_metric=0.55, max_decrease=0.02),
         ["0", "1"],
     )
@@ -1159,7 +1159,7 @@ def test_the_data_gate_raises_only_the_value_thresholds():
     assert threshold.value_threshold.lower_bound.value == pytest.approx(0.61)
     assert threshold.change_threshold.absolute.value == pytest.approx(-0.02)
     # --min_metric above the baseline stays the bound.
-    config = pipeline.classification_eval_config(
+    config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="cola", min_metric=0.3), ["0", "1"]
     )
     (gate,) = tfma_evaluator.data_gate(config, labels, ["neg", "pos"], 0.01)
@@ -1169,7 +1169,7 @@ def test_the_data_gate_raises_only_the_value_thresholds():
         pytest.approx(0.3),
     )
     scores = np.array([1.0, 2.0, 3.0, 6.0])
-    config = pipeline.classification_eval_config(
+    config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sts-b"), []
     )
     pearson, mse = tfma_evaluator.data_gate(config, scores, [], 0.1)

@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 
 from bert_tf.tasks import glue
-from tfx_pipeline import configs, pipeline
+from tfx_pipeline import configs, tfma_config
 
 
 def write_examples(path, labels, predictions, prediction_key: str) -> str:
@@ -38,7 +38,7 @@ def write_examples(path, labels, predictions, prediction_key: str) -> str:
 def evaluate(task_name: str, labels: list[str], data: str, output, min_metric: float):
     """TFMA with the pipeline's config for the task, predictions read from the examples."""
     options = configs.ClassificationOptions(task_name=task_name, min_metric=min_metric)
-    config = pipeline.classification_eval_config(options, labels)
+    config = tfma_config.classification_eval_config(options, labels)
     for spec in config.model_specs:
         spec.ClearField("signature_name")
         spec.ClearField("model_type")
@@ -73,7 +73,7 @@ def test_binary_task_metrics_equal_glue_and_threshold_the_main_one(tmp_path, bin
     values, validation = evaluate("mrpc", ["0", "1"], data, tmp_path / "ok", min_metric=0.1)
     assert values["example_count"] == 80
     for name in ("accuracy", "f1", "mcc"):
-        assert values[pipeline.TFMA_METRICS[name][1]] == pytest.approx(expected[name], abs=1e-6)
+        assert values[tfma_config.TFMA_METRICS[name][1]] == pytest.approx(expected[name], abs=1e-6)
     assert validation.validation_ok
 
     # Above the model's F1: not blessed, and the failure is F1's (computed and below, not
@@ -130,7 +130,7 @@ def test_regression_model_is_scored_through_its_regress_signature(tmp_path):
             example = tf.train.Example(features=tf.train.Features(feature=feature))
             writer.write(example.SerializeToString())
 
-    config = pipeline.classification_eval_config(
+    config = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sts-b", min_metric=-1.0), []
     )
     for metrics_spec in config.metrics_specs:
@@ -159,7 +159,7 @@ def test_regression_model_is_scored_through_its_regress_signature(tmp_path):
 
 def test_eval_config_blesses_on_the_main_metric_against_the_last_blessed_model():
     options = configs.ClassificationOptions(task_name="sst-2", min_metric=0.8, max_decrease=0.02)
-    config = pipeline.classification_eval_config(options, ["0", "1"])
+    config = tfma_config.classification_eval_config(options, ["0", "1"])
     assert [s.signature_name for s in config.model_specs] == ["classify"]
     thresholds = {
         m.class_name: m.threshold
@@ -173,14 +173,14 @@ def test_eval_config_blesses_on_the_main_metric_against_the_last_blessed_model()
     assert threshold.change_threshold.absolute.value == -0.02
     assert threshold.change_threshold.direction == tfma.MetricDirection.HIGHER_IS_BETTER
 
-    regression = pipeline.classification_eval_config(
+    regression = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="sts-b"), []
     )
     assert [(s.signature_name, s.prediction_key) for s in regression.model_specs] == [
         ("regress", "outputs")
     ]
     # Three classes: accuracy only (F1/MCC of one class would not be MNLI's metric).
-    mnli = pipeline.classification_eval_config(
+    mnli = tfma_config.classification_eval_config(
         configs.ClassificationOptions(task_name="mnli"), ["a", "b", "c"]
     )
     assert [m.class_name for s in mnli.metrics_specs for m in s.metrics] == [

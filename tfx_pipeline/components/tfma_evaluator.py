@@ -5,8 +5,8 @@
 same answer for every example" scores on this run's eval split: that is known once ExampleGen
 has written it. So before TFMA runs, this executor reads the labels of the evaluated splits and
 raises the lower bound of every value-thresholded metric of the EvalConfig (the task's main
-metric: `pipeline.classification_eval_config`) to max(its bound, baseline + `min_baseline_gain`),
-the baseline being the best constant predictor's score on those labels:
+metric: `tfma_config.classification_eval_config`) to max(its bound, baseline +
+`min_baseline_gain`), the baseline being the best constant predictor's score on those labels:
 
 - accuracy (`SparseCategoricalAccuracy`): always the majority class, its share of the examples;
 - F1 of class c (`F1Score` in a MetricsSpec binarized on c): always c, 2p/(1+p) with p the share

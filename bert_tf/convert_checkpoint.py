@@ -51,7 +51,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "bert_config_file",
         None,
-        "google-research bert_config.json; default: the input's config.json (HF) or bert_config.json",
+        "bert_config.json of the model (google-research's; default: the input's config.json (HF) "
+        "or bert_config.json)",
         flag_values=flag_values,
     )
     flags.DEFINE_enum(

@@ -29,8 +29,9 @@ import sys
 
 from absl import flags
 
-from bert_tf import flags_util
+from bert_tf import flags_util, options
 from bert_tf.tasks import pretraining
+from bert_tf.tasks.options import PretrainingDataOptions
 
 FLAGS = flags.FLAGS
 
@@ -56,46 +57,21 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "vocab_file",
         None,
-        "The vocabulary file that the BERT model was trained on.",
+        "WordPiece vocab, one token per line (the model's; google-research's flag).",
         flag_values=flag_values,
     )
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lower case the input text: True for uncased models, False for cased.",
-        flag_values=flag_values,
+    # --do_lower_case --max_seq_length, as in every script
+    options.define_flags(
+        options.ModelSourceOptions, flag_values, only=("do_lower_case", "max_seq_length")
     )
-    flags.DEFINE_bool(
-        "do_whole_word_mask",
-        False,
-        "Mask whole words instead of word pieces.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "max_predictions_per_seq",
-        20,
-        "Maximum number of masked LM predictions per sequence.",
-        flag_values=flag_values,
-    )
+    # --max_predictions_per_seq --masked_lm_prob --do_whole_word_mask --dupe_factor
+    # --short_seq_prob, as --pipeline=pretrain's
+    options.define_flags(PretrainingDataOptions, flag_values)
     flags.DEFINE_integer(
         "random_seed", 12345, "Random seed for data generation.", flag_values=flag_values
     )
     # One name across the project (the other scripts' and the pipelines' --seed).
     flags.DEFINE_alias("seed", "random_seed", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "dupe_factor",
-        10,
-        "Number of times to duplicate the input data (with different masks).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=flag_values)
-    flags.DEFINE_float(
-        "short_seq_prob",
-        0.1,
-        "Probability of creating sequences shorter than the maximum length.",
-        flag_values=flag_values,
-    )
     flags.DEFINE_string(
         "runner",
         None,

@@ -31,10 +31,6 @@ from collections.abc import Callable, Iterable
 
 from absl import app, flags
 
-# The flags `define_squad_v2_flags` defines belong to the script that calls it (absl's key
-# flags: they show in its `--help`, under its name in `--helpfull`), not to this module.
-flags.disclaim_key_flags()
-
 
 def decode_utf8(data: bytes, source: str) -> str:
     """`data` decoded; ValueError naming `source`, the line and the byte if it is not UTF-8."""
@@ -114,19 +110,3 @@ def strategy_name(args: flags.FlagValues) -> str:
             "--use_tpu=false conflicts with --distribution_strategy=tpu: give one of them"
         )
     return name
-
-
-def define_squad_v2_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """google-research `run_squad.py`'s v2.0 flags, for run_squad and the SQuAD export."""
-    flags.DEFINE_bool(
-        "version_2_with_negative",
-        False,
-        "SQuAD v2.0: questions may be unanswerable.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float(
-        "null_score_diff_threshold",
-        0.0,
-        "SQuAD v2.0: answer '' when the null score beats the best span by more than this.",
-        flag_values=flag_values,
-    )

@@ -30,6 +30,8 @@ from typing import Any
 
 from absl import flags
 
+from bert_tf.modeling.configs import PRESETS
+
 # The flags define_flags defines belong to the script that calls it (its --help), not here.
 flags.disclaim_key_flags()
 
@@ -42,13 +44,14 @@ def option(
     minimum: float | None = None,
     maximum: float | None = None,
     above: float | None = None,
+    below: float | None = None,
     aliases: tuple[str, ...] = (),
 ):
     """A dataclass field that is also a flag: its help text (given once, where the option first
     appears; a subclass that only changes the default writes a plain default), allowed values,
-    bounds (`minimum`/`maximum` inclusive, `above` exclusive) and older flag names."""
+    bounds (`minimum`/`maximum` inclusive, `above`/`below` exclusive) and older flag names."""
     metadata = {"help": help, "choices": tuple(choices), "aliases": tuple(aliases)}
-    metadata.update(minimum=minimum, maximum=maximum, above=above)
+    metadata.update(minimum=minimum, maximum=maximum, above=above, below=below)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -67,6 +70,8 @@ def same_as(
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     value = field.default if default is dataclasses.MISSING else default
     metadata = dict(field.metadata)
+    # Where the option is declared (tests/test_option_definitions.py: one declaration a name).
+    metadata.setdefault("declared_in", f"{cls.__module__}.{cls.__qualname__}.{name}")
     metadata["aliases"] = (*metadata.get("aliases", ()), *aliases)
     if note:
         metadata["help"] = f"{metadata.get('help', '').rstrip('.')}; {note}"
@@ -94,20 +99,26 @@ def expected(metadata: dict, value: Any) -> str | None:
     if choices and value not in choices:
         return f"one of {', '.join(map(shown, choices))}"
     low, high, above = metadata.get("minimum"), metadata.get("maximum"), metadata.get("above")
+    below = metadata.get("below")
     if (
         (low is not None and not value >= low)
         or (high is not None and not value <= high)
         or (above is not None and not value > above)
+        or (below is not None and not value < below)
     ):
-        return _range_phrase(low, high, above)
+        return _range_phrase(low, high, above, below)
     return None
 
 
-def _range_phrase(low, high, above) -> str:
+def _range_phrase(low, high, above, below=None) -> str:
+    if above is not None and below is not None:
+        return f"a number above {shown(above)} and below {shown(below)}"
     if above == 0 and low is None and high is None:
         return "a positive number"
     if above is not None:
         return f"a number above {shown(above)}" + (f" and at most {shown(high)}" if high else "")
+    if below is not None:
+        return f"a number below {shown(below)}" + (f" and at least {shown(low)}" if low else "")
     if low is not None and high is not None:
         return f"{shown(low)}..{shown(high)}"
     if low is not None:
@@ -282,6 +293,18 @@ class FineTuningLoopOptions(TrainingLoopOptions):
         "Fraction of the training steps with a linear learning-rate warmup",
         minimum=0,
         maximum=1,
+    )
+
+
+@dataclasses.dataclass
+class PresetOptions:
+    """A paper-size model from scratch (`BertConfig.from_preset`): run_pretraining, the pipelines."""
+
+    preset: str | None = option(
+        None,
+        "BERT size of a model not started from a checkpoint with its own config (the paper's and "
+        "Turc et al.'s sizes; instead of --bert_config_file)",
+        choices=tuple(PRESETS),
     )
 
 

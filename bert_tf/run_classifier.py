@@ -49,6 +49,7 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.tasks import glue
 from bert_tf.tasks.classification import classification_loss_fn, evaluate, make_dataset
+from bert_tf.tasks.options import ClassificationOptions
 from bert_tf.text.tokenization import BertPreprocessor
 
 FLAGS = flags.FLAGS
@@ -58,17 +59,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """Defines this script's flags (in `flag_values`); called when it runs as a program, or by
     tests on their own `FlagValues`, so importing the module never defines flags twice."""
     text = glue.TextClassificationProcessor
-    flags.DEFINE_string(
-        "task_name",
-        None,
-        f"One of {list(glue.PROCESSORS)}. The GLUE tasks and xnli read their official files; "
-        f"{text.name} reads your own: train/dev/test .tsv or .csv files (any language; .tsv "
-        "first if both), each with a header row naming its columns (any case): 'label', the text (one "
-        f"of {', '.join(repr(c) for c in text.TEXT_A)}) and optionally a second text (one of "
-        f"{', '.join(repr(c) for c in text.TEXT_B)}); the labels are the training file's "
-        "distinct values, sorted; the test file needs no 'label'.",
-        flag_values=flag_values,
+    layout = (
+        f"one of {list(glue.PROCESSORS)}; {text.name}: train/dev/test .tsv or .csv files (any "
+        "language; .tsv first if both), each with a header row naming its columns (any case): "
+        f"'label', the text (one of {', '.join(repr(c) for c in text.TEXT_A)}) and optionally a "
+        f"second text (one of {', '.join(repr(c) for c in text.TEXT_B)}); the labels are the "
+        "training file's distinct values, sorted; the test file needs no 'label'"
     )
+    options.define_flags(ClassificationOptions, flag_values, notes={"task_name": layout})
     flags.DEFINE_string(
         "data_dir",
         None,

@@ -44,10 +44,11 @@ from absl import flags, logging
 from bert_tf import checkpoints, fileio, flags_util, model_source, options, training
 from bert_tf.checkpoints import VOCAB_NAME
 from bert_tf.flags_util import check_positive
-from bert_tf.modeling.configs import PRESETS, BertConfig
+from bert_tf.modeling.configs import BertConfig
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
 from bert_tf.tasks import pretraining
+from bert_tf.tasks.options import PretrainingDataOptions
 from bert_tf.tasks.pretraining import check_pretraining_file, expand_file_patterns
 from bert_tf.text.masking import MaskedLmMasker
 from bert_tf.text.tokenization import load_vocab
@@ -77,17 +78,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
             "max_seq_length": "the records' length",
         },
     )
-    define(
-        "enum",
-        "preset",
-        None,
-        "Paper-size config instead of --bert_config_file.",
-        enum_values=list(PRESETS),
-    )
+    options.define_flags(options.PresetOptions, flag_values)
     define("integer", "vocab_size", 30522, "Vocabulary size for --preset.")
     define("bool", "do_train", False, "Whether to run training.")
     define("bool", "do_eval", False, "Whether to run eval; writes eval_results.txt.")
-    define("integer", "max_predictions_per_seq", 20, "Masked LM predictions per record.")
+    # --max_predictions_per_seq (the records'), and with --dynamic_masking --masked_lm_prob
+    # --do_whole_word_mask, as create_pretraining_data's
+    options.define_flags(
+        PretrainingDataOptions,
+        flag_values,
+        only=("max_predictions_per_seq", "masked_lm_prob", "do_whole_word_mask"),
+        notes={"masked_lm_prob": "--dynamic_masking", "do_whole_word_mask": "--dynamic_masking"},
+    )
     define("integer", "eval_batch_size", 8, "Examples per evaluation batch.")
     define("integer", "num_train_steps", 100000, "Number of training steps.")
     define(
@@ -104,8 +106,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     options.define_flags(options.DistributionOptions, flag_values)
     options.define_flags(options.TpuOptions, flag_values)
     define("bool", "dynamic_masking", False, "Re-mask the training records on every read.")
-    define("bool", "do_whole_word_mask", False, "--dynamic_masking masks whole words.")
-    define("float", "masked_lm_prob", 0.15, "--dynamic_masking: fraction of tokens masked.")
 
 
 def _config(args: flags.FlagValues) -> tuple[BertConfig, str]:
@@ -140,6 +140,7 @@ def _check_flags(args: flags.FlagValues, config: BertConfig, config_path: str) -
             f"got {args.max_predictions_per_seq}"
         )
     options.check(options.from_flags(options.TrainingLoopOptions, args))
+    options.check(options.from_flags(PretrainingDataOptions, args))
     check_positive(
         args, ["eval_batch_size", "num_train_steps", "max_eval_steps", "iterations_per_loop"]
     )

@@ -38,7 +38,8 @@ import sys
 from absl import flags, logging
 
 from bert_tf import fileio, flags_util, options
-from bert_tf.flags_util import check_positive, define_squad_v2_flags
+from bert_tf.flags_util import check_positive
+from bert_tf.tasks.options import SquadOptions
 
 FLAGS = flags.FLAGS
 
@@ -71,23 +72,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json.", flag_values=flag_values
     )
-    flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size.", flag_values=flag_values)
     flags.DEFINE_integer(
-        "doc_stride", 128, "Doc tokens between the starts of two windows.", flag_values=flag_values
+        "predict_batch_size", 8, "Examples per prediction batch.", flag_values=flag_values
     )
-    flags.DEFINE_integer(
-        "max_query_length", 64, "Question tokens kept (the rest is cut).", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "n_best_size",
-        20,
-        "Candidate spans kept per question (nbest file).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_answer_length", 30, "Longest answer, in WordPiece tokens.", flag_values=flag_values
-    )
-    define_squad_v2_flags(flag_values)
+    # --doc_stride --max_query_length --max_answer_length --n_best_size
+    # --version_2_with_negative --null_score_diff_threshold, as the export's and the pipeline's
+    options.define_flags(SquadOptions, flag_values)
     # --iterations_per_loop keeps the default of 100 of --steps_per_loop, its old name here.
     options.define_flags(options.DistributionOptions, flag_values, iterations_per_loop=100)
     options.define_flags(options.TpuOptions, flag_values)
@@ -115,18 +105,11 @@ def _check_flags() -> None:
         if path and not fileio.isfile(path):
             sys.exit(f"error: --{name}={path}: no such file")
     try:
-        for group in (options.ModelSourceOptions, options.FineTuningLoopOptions):
+        for group in (options.ModelSourceOptions, options.FineTuningLoopOptions, SquadOptions):
             options.check(options.from_flags(group, FLAGS))
         check_positive(
             FLAGS,
-            [
-                "predict_batch_size",
-                "doc_stride",
-                "max_query_length",
-                "n_best_size",
-                "max_answer_length",
-                "iterations_per_loop",
-            ],
+            ["predict_batch_size", "iterations_per_loop"],
         )
     except ValueError as e:
         sys.exit(f"error: {e}")

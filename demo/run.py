@@ -75,7 +75,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "train_steps",
         TRAIN_STEPS,
-        "Continued-pretraining steps of the pretraining pipeline's Trainer.",
+        "Training steps (the pretraining pipeline's Trainer: its continued pretraining).",
         lower_bound=1,
         flag_values=flag_values,
     )

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 
@@ -37,15 +38,16 @@ import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf import checkpoints, fileio, flags_util, model_source, options
-from bert_tf.flags_util import define_squad_v2_flags
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
+from bert_tf.tasks.options import SquadOptions
 from bert_tf.text.tokenization import BertPreprocessor
 from serving import op_check
 from serving.export_lib import export_classifier, export_encoder, export_squad
 
 FLAGS = flags.FLAGS
 TASKS = ("encoder", "classifier", "squad")
+_SQUAD_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(SquadOptions))
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -72,7 +74,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "export_dir", None, "The model's base path: <base>/<model_name>.", flag_values=flag_values
     )
     flags.DEFINE_integer(
-        "version", None, "Version folder name (default: the next integer).", flag_values=flag_values
+        "version",
+        None,
+        "Model version (the version folder's name; default: the next integer).",
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "num_labels",
@@ -96,22 +101,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "(default: from task_info.json beside --init_checkpoint, else text_a and text_b).",
         flag_values=flag_values,
     )
-    flags.DEFINE_integer(
-        "doc_stride", 128, "SQuAD: tokens between window starts.", flag_values=flag_values
+    # --doc_stride ... --null_score_diff_threshold: run_squad's, for --task=squad
+    options.define_flags(
+        SquadOptions,
+        flag_values,
+        notes={name: "--task=squad; " + from_folder for name in _SQUAD_OPTION_NAMES},
     )
-    flags.DEFINE_integer(
-        "max_query_length", 64, "SQuAD: question tokens kept.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "max_answer_length", 30, "SQuAD: longest answer in tokens.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "n_best_size",
-        20,
-        "SQuAD: start and end candidates per window, as run_squad's flag.",
-        flag_values=flag_values,
-    )
-    define_squad_v2_flags(flag_values)
     flags.DEFINE_list(
         "allow_ops",
         [],
@@ -139,17 +134,13 @@ def _num_classes(num_labels: int | None, label_names: list[str] | None, regressi
     return num_classes
 
 
-# Defaults of the options a training folder's task_info.json may give.
+# Defaults of the options a training folder's task_info.json may give: the declarations'.
+_MODEL_SOURCE = options.ModelSourceOptions()
 _OPTION_DEFAULTS = {
-    "do_lower_case": True,
-    "max_seq_length": 128,
+    "do_lower_case": _MODEL_SOURCE.do_lower_case,
+    "max_seq_length": _MODEL_SOURCE.max_seq_length,
     "single_segment": False,
-    "doc_stride": 128,
-    "max_query_length": 64,
-    "max_answer_length": 30,
-    "n_best_size": 20,
-    "version_2_with_negative": False,
-    "null_score_diff_threshold": 0.0,
+    **dataclasses.asdict(SquadOptions()),
 }
 
 
@@ -254,6 +245,17 @@ def build_and_export(
         regression = bool(regression)
         model = BertClassifier(encoder, _num_classes(num_labels, label_names, regression))
     else:
+        # The same bounds as run_squad's flags, on the values given or from task_info.json.
+        given = {
+            "doc_stride": doc_stride,
+            "max_query_length": max_query_length,
+            "max_answer_length": max_answer_length,
+            "n_best_size": n_best_size,
+            "version_2_with_negative": version_2_with_negative,
+            "null_score_diff_threshold": null_score_diff_threshold,
+        }
+        squad_options = SquadOptions(**{name: option(name, value) for name, value in given.items()})
+        options.check(squad_options)
         model = BertSpanLabeler(encoder)
     checkpoints.load_pretrained(model, init_checkpoint)
     if task == "encoder":
@@ -274,12 +276,7 @@ def build_and_export(
         preprocessor,
         export_dir,
         version,
-        doc_stride=option("doc_stride", doc_stride),
-        max_query_length=option("max_query_length", max_query_length),
-        max_answer_length=option("max_answer_length", max_answer_length),
-        n_best_size=option("n_best_size", n_best_size),
-        version_2_with_negative=option("version_2_with_negative", version_2_with_negative),
-        null_score_diff_threshold=option("null_score_diff_threshold", null_score_diff_threshold),
+        **dataclasses.asdict(squad_options),
         allow_ops=allow_ops,
     )
 

@@ -45,6 +45,7 @@ The command line over these is `serving/export.py` (`python -m serving.export`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -57,7 +58,9 @@ from absl import logging
 from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
 from bert_tf import fileio
+from bert_tf import options as bert_options
 from bert_tf.checkpoints import find_encoder, has_pretraining_heads
+from bert_tf.tasks.options import SquadOptions
 from bert_tf.tasks.squad import ingraph
 from bert_tf.text.tokenization import (
     BertPreprocessor,
@@ -72,6 +75,7 @@ from serving.signatures import WARMUP_FILE, set_method_names
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
 SQUAD_OPTIONS_ASSET = os.path.join("assets", "squad_options.json")
 
+_SQUAD = SquadOptions()  # the declared defaults (run_squad's)
 _STRINGS = tf.TensorSpec([None], tf.string)
 _ENCODER_WARMUP = [
     {"text": ["A man is eating food."]},
@@ -403,12 +407,12 @@ def export_squad(
     preprocessor: BertPreprocessor,
     export_dir: str | os.PathLike,
     version: int | None = None,
-    doc_stride: int = 128,
-    max_query_length: int = 64,
-    max_answer_length: int = 30,
-    version_2_with_negative: bool = False,
-    null_score_diff_threshold: float = 0.0,
-    n_best_size: int = 20,
+    doc_stride: int = _SQUAD.doc_stride,
+    max_query_length: int = _SQUAD.max_query_length,
+    max_answer_length: int = _SQUAD.max_answer_length,
+    version_2_with_negative: bool = _SQUAD.version_2_with_negative,
+    null_score_diff_threshold: float = _SQUAD.null_score_diff_threshold,
+    n_best_size: int = _SQUAD.n_best_size,
     allow_ops: Sequence[str] = (),
 ) -> str:
     """Exports a `BertSpanLabeler`: `serving_default` (`question`, `context`) ->
@@ -419,21 +423,19 @@ def export_squad(
     v2.0 model (`version_2_with_negative`) answers "" when its null score wins by more than
     `null_score_diff_threshold` (a constant in the graph) and also returns `null_score_diff`.
     The decoding options are written to `assets/squad_options.json` for users to read.
-    `allow_ops`: as `export_encoder`'s.
+    `allow_ops`: as `export_encoder`'s. The options' bounds are run_squad's flags'
+    (`bert_tf.tasks.options.SquadOptions`).
     """
+    squad = SquadOptions(
+        doc_stride, max_query_length, max_answer_length, n_best_size, version_2_with_negative
+    )
+    bert_options.check(dataclasses.replace(squad, null_score_diff_threshold=0.0))
     if not 1 <= max_query_length <= preprocessor.seq_length - 4:
         raise ValueError(
             f"max_query_length must be in 1..{preprocessor.seq_length - 4} (seq_length "
             f"{preprocessor.seq_length} minus [CLS], two [SEP] and one context token), "
             f"got {max_query_length}"
         )
-    for name, value in (
-        ("doc_stride", doc_stride),
-        ("max_answer_length", max_answer_length),
-        ("n_best_size", n_best_size),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
     null_score_diff_threshold = float(null_score_diff_threshold)
     if not math.isfinite(null_score_diff_threshold):
         raise ValueError(

@@ -382,8 +382,10 @@ def test_checkpoints_of_another_shape(run_main, data, tmp_path):
         ({"gradient_accumulation_steps": 0}, "--gradient_accumulation_steps: expected a positive"),
         (
             {"dynamic_masking": True, "masked_lm_prob": 1.5, "vocab_file": "VOCAB"},
-            r"masked_lm_prob must be in \(0, 1\), got 1.5",
+            "--masked_lm_prob: expected a number above 0 and below 1, got 1.5",
         ),
+        # The flag names itself, as create_pretraining_data's and the pipeline's bound.
+        ({"masked_lm_prob": 1.0}, "--masked_lm_prob: expected a number above 0 and below 1"),
     ],
 )
 def test_nonsensical_pretraining_flags(run_main, data, vocab_file, tmp_path, overrides, message):

@@ -30,18 +30,21 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bert_tf.modeling.configs import PRESETS
 from bert_tf.options import (
     DistributionOptions,
     FineTuningLoopOptions,
     ModelSourceOptions,
     PrecisionOptions,
+    PresetOptions,
     TrainingLoopOptions,
     expected,
     option,
     same_as,
     shown,
 )
+from bert_tf.tasks.options import ClassificationOptions as TaskClassificationOptions
+from bert_tf.tasks.options import PretrainingDataOptions
+from bert_tf.tasks.options import SquadOptions as TaskSquadOptions
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
@@ -74,11 +77,11 @@ IN_MEMORY_BEAM_PIPELINE_ARGS = ("--direct_running_mode=in_memory", "--direct_num
 class TrainingOptions:
     """Trainer options shared by all pipelines (see `bert_tf.training.Trainer`)."""
 
-    preset: str = option(
+    preset: str = same_as(
+        PresetOptions,
+        "preset",
         "base",
-        "BERT size when the model is not warm-started from a checkpoint with its own config "
-        "(pretrain; classify/squad use the --init_checkpoint's config when it has one)",
-        choices=tuple(PRESETS),
+        note="classify/squad use the --init_checkpoint's config when it has one",
     )
     train_steps: int = option(
         0,
@@ -93,7 +96,7 @@ class TrainingOptions:
         minimum=0,
     )
     train_batch_size: int = same_as(TrainingLoopOptions, "train_batch_size")
-    eval_batch_size: int = option(32, "Evaluation batch size (the evaluators')", minimum=1)
+    eval_batch_size: int = option(32, "Examples per evaluation batch (the evaluators')", minimum=1)
     learning_rate: float = same_as(TrainingLoopOptions, "learning_rate", 1e-4)
     head_learning_rate_multiplier: float = same_as(
         TrainingLoopOptions, "head_learning_rate_multiplier"
@@ -151,19 +154,13 @@ class PretrainingOptions(TrainingOptions):
         "small 5e-4, medium 2e-4, base and large 1e-4; 1e-4 from an --init_checkpoint)",
     )
     head_learning_rate_multiplier: float = 20.0
-    max_predictions_per_seq: int = option(
-        20, "Masked-LM predictions per sequence at most", minimum=1
-    )
-    masked_lm_prob: float = option(0.15, "Fraction of the tokens masked", above=0, maximum=1)
-    do_whole_word_mask: bool = option(False, "Mask whole words (all their WordPieces) at once")
-    dupe_factor: int = option(
-        10, "Passes over the corpus, each with different sentence pairs and masks", minimum=1
-    )
-    short_seq_prob: float = option(
-        0.1, "Probability of a shorter target length for a pair", minimum=0, maximum=1
-    )
-    init_checkpoint: str = option(
-        "", "Optional warm start (any checkpoint format load_pretrained reads)"
+    max_predictions_per_seq: int = same_as(PretrainingDataOptions, "max_predictions_per_seq")
+    masked_lm_prob: float = same_as(PretrainingDataOptions, "masked_lm_prob")
+    do_whole_word_mask: bool = same_as(PretrainingDataOptions, "do_whole_word_mask")
+    dupe_factor: int = same_as(PretrainingDataOptions, "dupe_factor")
+    short_seq_prob: float = same_as(PretrainingDataOptions, "short_seq_prob")
+    init_checkpoint: str = same_as(
+        ModelSourceOptions, "init_checkpoint", "", note="pretrain: an optional warm start"
     )
     min_masked_lm_accuracy: float = option(
         0.0, "Blessing: the held-out masked-LM accuracy must reach this"
@@ -258,10 +255,11 @@ class FineTuningOptions(TrainingOptions):
 class ClassificationOptions(FineTuningOptions):
     """Fine-tuning options; the task's reader is `bert_tf.tasks.glue`'s."""
 
-    task_name: str = option(
+    task_name: str = same_as(
+        TaskClassificationOptions,
+        "task_name",
         "sst-2",
-        "bert_tf.tasks.glue task: its file layout, labels and official metrics (text_classification: "
-        "train/dev .tsv or .csv with a header)",
+        note="its file layout, labels and official metrics",
     )
     learning_rate: float = 2e-5
     min_metric: float = option(
@@ -284,22 +282,21 @@ class SquadOptions(FineTuningOptions):
 
     learning_rate: float = 5e-5
     max_seq_length: int = 384
-    doc_stride: int = option(128, "Tokens between the starts of a context's windows", minimum=1)
-    max_query_length: int = option(64, "Question tokens kept at most", minimum=1)
-    max_answer_length: int = option(30, "Answer tokens at most (serving)", minimum=1)
-    n_best_size: int = option(
-        20,
-        "Start and end candidates per window of the pushed model's span search (serving; "
-        "google-research run_squad.py's flag and default)",
-        minimum=1,
+    doc_stride: int = same_as(TaskSquadOptions, "doc_stride")
+    max_query_length: int = same_as(TaskSquadOptions, "max_query_length")
+    max_answer_length: int = same_as(
+        TaskSquadOptions, "max_answer_length", note="the pushed model's"
     )
-    version_2_with_negative: bool = option(
-        False, 'SQuAD v2.0: questions may have no answer (the model may answer "")'
+    n_best_size: int = same_as(
+        TaskSquadOptions,
+        "n_best_size",
+        note="the pushed model's (google-research run_squad.py's flag and default)",
     )
-    null_score_diff_threshold: float = option(
-        0.0,
-        'v2.0: the pushed model answers "" when its null score beats the best span by more '
-        "than this (google-research run_squad.py's flag and default)",
+    version_2_with_negative: bool = same_as(TaskSquadOptions, "version_2_with_negative")
+    null_score_diff_threshold: float = same_as(
+        TaskSquadOptions,
+        "null_score_diff_threshold",
+        note="the pushed model's (google-research run_squad.py's flag and default)",
     )
     min_f1: float = option(
         0.0, "Blessing: the official F1 (percent) on the dev file must reach this"
@@ -330,7 +327,9 @@ class OptionSpec:
     minimum: float | None = None
     maximum: float | None = None
     above: float | None = None
+    below: float | None = None
     aliases: tuple[str, ...] = ()
+    declared_in: str | None = None  # the scripts' declaration it reuses (`options.same_as`)
 
     def flag_help(self) -> str:
         """The help line: what it is, allowed values, each pipeline's default."""
@@ -355,6 +354,7 @@ class OptionSpec:
             "minimum": self.minimum,
             "maximum": self.maximum,
             "above": self.above,
+            "below": self.below,
         }
         return expected(metadata, value)
 

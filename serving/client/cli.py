@@ -40,7 +40,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "(default localhost:8501; a full http:// URL also works).",
         flag_values=flag_values,
     )
-    flags.DEFINE_string("model_name", None, "Model to query.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "model_name", None, "Name of the model (to query).", flag_values=flag_values
+    )
     flags.DEFINE_string(
         "signature_name",
         DEFAULT_SIGNATURE,

@@ -16,6 +16,7 @@ import sys
 
 from absl import flags
 
+from bert_tf import options
 from bert_tf.tasks import glue  # light (no TensorFlow): the flag checks stay fast
 from tfx_pipeline import configs
 
@@ -66,11 +67,15 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "Corpus folder (pretrain), task data folder (classify) or SQuAD JSON folder (squad).",
         flag_values=flag_values,
     )
-    flags.DEFINE_string(
-        "vocab_file",
-        None,
-        "WordPiece vocab; default: the uncased BERT vocab.",
-        flag_values=flag_values,
+    # --init_checkpoint --vocab_file: the scripts' declarations
+    options.define_flags(
+        options.ModelSourceOptions,
+        flag_values,
+        only=("init_checkpoint", "vocab_file"),
+        notes={
+            "init_checkpoint": "required for classify and squad; pretrain: an optional warm start",
+            "vocab_file": "else the uncased BERT vocab",
+        },
     )
     flags.DEFINE_string(
         "pipeline_root",
@@ -107,15 +112,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "model_name",
         "bert",
-        "Served model name (a folder under serving_model_dir).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "Checkpoint to start from (required for classify and squad; pretrain: optional warm "
-        "start): any format bert_tf's load_pretrained reads (a google-research bert_model.ckpt "
-        "prefix, a folder, ...).",
+        "Name of the model (served as: a folder under --serving_model_dir).",
         flag_values=flag_values,
     )
     flags.DEFINE_list(

@@ -318,15 +318,16 @@ def tiny_pretraining_data(
     return make
 
 
-# BERT_TFX_TEST_SHUFFLE=<seed>: each file's tests in a random order from that seed (files stay
-# whole for xdist's loadfile). Every test must pass alone and in any order; CI's Bazel pass runs
-# its files shuffled with a new seed each time, shown in the test log's header.
+# BERT_TFX_TEST_SHUFFLE=<seed>: the files (slow ones still first) and each file's tests in a
+# random order from that seed (files stay whole for xdist's loadfile). Every test must pass alone
+# and in any order; CI shuffles `make test` (seed: the commit) and its Bazel pass (a new seed
+# each time), the seed shown in the test log's header.
 SHUFFLE_ENV = "BERT_TFX_TEST_SHUFFLE"
 
 
 def pytest_report_header() -> str | None:
     seed = os.environ.get(SHUFFLE_ENV)
-    return f"{SHUFFLE_ENV}={seed}: tests shuffled within each file" if seed else None
+    return f"{SHUFFLE_ENV}={seed}: files and each file's tests shuffled" if seed else None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

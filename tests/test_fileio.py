@@ -11,6 +11,8 @@ import tensorflow as tf
 
 from bert_tf import fileio
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def test_local_write_is_all_or_nothing_with_default_permissions(tmp_path):
     path = tmp_path / "out.json"

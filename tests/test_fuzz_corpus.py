@@ -6,6 +6,8 @@ import pytest
 
 from bench import fuzz
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 CASES = [
     (target, path)
     for target in fuzz.TARGETS

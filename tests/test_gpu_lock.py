@@ -9,6 +9,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 REPO = Path(__file__).resolve().parents[1]
 # What `make lock-gpu` runs (without -q), as uv records it in the lock's header.
 GPU_LOCK_COMMAND = (

@@ -21,6 +21,8 @@ from bert_tf import (
 )
 from serving import export
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 # Each script with the flag groups it defines.
 SCRIPTS = {
     run_classifier: (

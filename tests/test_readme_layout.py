@@ -3,6 +3,10 @@
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("bert_tf", "serving", "tfx_pipeline", "demo")
 

@@ -4,6 +4,8 @@ import pytest
 
 from bert_tf.data import corpora
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def test_split_sentences_keeps_abbreviations_and_initials():
     text = 'Dr. Smith met J. R. Tolkien in the U.S. in 1950. It rained! Did it? "Yes." Then 3 left.'

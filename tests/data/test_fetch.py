@@ -8,6 +8,8 @@ import pytest
 
 from bert_tf.data import fetch
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def _fake_source(content: bytes, size: int | None = None) -> fetch.Source:
     return fetch.Source(

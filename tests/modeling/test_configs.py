@@ -7,6 +7,8 @@ import pytest
 
 from bert_tf.modeling.configs import PRESETS, BertConfig, canonical_activation
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 GOOGLE_KEYS = {
     "vocab_size",
     "hidden_size",

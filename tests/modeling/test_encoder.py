@@ -19,6 +19,8 @@ from bert_tf.modeling.layers import (
     get_activation,
 )
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 TINY = testing.tiny_config(vocab_size=100, max_position_embeddings=16)
 IDS = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 33, 41, 8, 3]], dtype="int32")
 FEATURES = {

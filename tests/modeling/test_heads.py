@@ -11,6 +11,8 @@ from bert_tf import testing
 from bert_tf.modeling import heads, models
 from bert_tf.modeling.encoder import build_encoder
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 # One layer keeps the six export round trips fast.
 TINY = testing.tiny_config(vocab_size=100, num_hidden_layers=1, max_position_embeddings=16)
 IDS = np.array([[2, 15, 27, 3, 0, 0], [2, 9, 33, 41, 8, 3]], dtype="int32")

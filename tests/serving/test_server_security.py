@@ -20,6 +20,8 @@ from serving.rest import RestApi, request_body_length
 from serving.servable import ServingError
 from serving.server import GRPC_MAX_MESSAGE_BYTES, delegated_argv, grpc_server_options
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

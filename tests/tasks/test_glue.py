@@ -5,6 +5,8 @@ import pytest
 
 from bert_tf.tasks import glue
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def _write(folder, name, rows):
     folder.mkdir(parents=True, exist_ok=True)

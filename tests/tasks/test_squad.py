@@ -10,6 +10,8 @@ import pytest
 
 from bert_tf.tasks import squad
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 TESTDATA = Path(__file__).parents[1] / "testdata"
 V1 = TESTDATA / "squad_v1.1.json"
 V2 = TESTDATA / "squad_v2.0.json"

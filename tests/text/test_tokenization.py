@@ -21,6 +21,8 @@ from bert_tf.text.tokenization import (
     round_robin_trim,
 )
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 # HF's ids for it (all-MiniLM-L6-v2, bert-base-uncased vocab) come from the `minilm_reference`
 # fixture.
 REFERENCE_TEXT = "A man is eating food."

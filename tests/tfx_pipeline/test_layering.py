@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 REPO = Path(__file__).resolve().parents[2]
 # Package -> the project packages it may import (itself included).
 ALLOWED = {

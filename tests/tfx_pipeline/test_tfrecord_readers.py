@@ -12,6 +12,8 @@ import tensorflow as tf
 from tfx_pipeline import trainer_lib
 from tfx_pipeline.components import squad_evaluator
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def _example(i: int) -> bytes:
     feature = {

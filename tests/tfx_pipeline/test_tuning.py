@@ -16,6 +16,8 @@ from tfx.types import standard_artifacts
 from tfx_pipeline import configs, tuning
 from tfx_pipeline.components.tuner import plot_results
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def test_search_space_is_the_papers_grid_narrowed_by_the_options():
     space = tuning.search_space(vars(configs.ClassificationOptions()))

@@ -9,6 +9,8 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertPretrainer
 from bert_tf.training.optimization import WarmupLinearDecay, create_optimizer
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 
 def test_schedule_warmup_then_linear_decay():
     schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)

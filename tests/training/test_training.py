@@ -14,6 +14,8 @@ from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.training.optimization import create_optimizer
 
+pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
+
 STEPS = 6
 
 

@@ -33,7 +33,7 @@ from absl import flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
 from bench import data
-from bert_tf import flags_util
+from bert_tf import fileio, flags_util
 
 FLAGS = flags.FLAGS
 
@@ -176,9 +176,7 @@ def main(argv: list[str]) -> None:
     if FLAGS.out:
         out = Path(FLAGS.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, out)
+        fileio.atomic_write_text(out, text + "\n")
 
 
 if __name__ == "__main__":

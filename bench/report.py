@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
+
+from bert_tf import fileio
 
 TRAIN_RATIO_GOAL = 1.0
 BASE_MFU_GOAL = 0.5
@@ -345,12 +346,7 @@ def _mb(value: float | None) -> str:
 def write_json(path: Path, results: dict) -> None:
     """Writes `results` to `path` through a temporary file, so a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    fileio.atomic_write_text(path, json.dumps(results, indent=1) + "\n")
 
 
 # --- Plots -------------------------------------------------------------------------------------
@@ -365,13 +361,11 @@ def _save(path: Path, draw: Callable, panels: int) -> None:
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4))
     draw(axes if panels > 1 else [axes])
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
     try:
-        fig.savefig(tmp, format="png", dpi=90)
-        os.replace(tmp, path)
+        with fileio.atomic_open(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=90)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
 
 
 def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, title: str) -> None:

@@ -272,28 +272,29 @@ class InferenceService:
         return signature, _regression_result(signature, outputs, len(examples))
 
     def classify(self, request, deadline=None, entrypoint="GRPC"):
-        def call():
-            servable = self.resolve(request.model_spec)
-            signature, result = self._run_examples(
-                servable, request.model_spec.signature_name, CLASSIFY, request.input, deadline
-            )
-            response = classification_pb2.ClassificationResponse(result=result)
-            self._fill_spec(response.model_spec, servable, signature.name)
-            return response
-
-        return self.observe(request.model_spec.name, "classify", entrypoint, call)
+        return self._examples_api(
+            "classify", request, deadline, entrypoint, classification_pb2.ClassificationResponse
+        )
 
     def regress(self, request, deadline=None, entrypoint="GRPC"):
+        return self._examples_api(
+            "regress", request, deadline, entrypoint, regression_pb2.RegressionResponse
+        )
+
+    def _examples_api(self, api, request, deadline, entrypoint, response_class):
+        """The Classify or Regress API (`api`): the request's examples through its signature."""
+        method = CLASSIFY if api == "classify" else REGRESS
+
         def call():
             servable = self.resolve(request.model_spec)
             signature, result = self._run_examples(
-                servable, request.model_spec.signature_name, REGRESS, request.input, deadline
+                servable, request.model_spec.signature_name, method, request.input, deadline
             )
-            response = regression_pb2.RegressionResponse(result=result)
+            response = response_class(result=result)
             self._fill_spec(response.model_spec, servable, signature.name)
             return response
 
-        return self.observe(request.model_spec.name, "regress", entrypoint, call)
+        return self.observe(request.model_spec.name, api, entrypoint, call)
 
     def multi_inference(self, request, deadline=None, entrypoint="GRPC"):
         tasks = list(request.tasks)

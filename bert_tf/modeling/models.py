@@ -121,42 +121,39 @@ class BertPretrainer(_TaskModel):
         self.next_sentence_head = next_sentence_head
 
 
+class _EncoderOutputClassifier(_TaskModel):
+    """A `ClassificationHead` (dropout, dense) on one of the encoder's outputs: `OUTPUT`."""
+
+    OUTPUT = ""  # "pooled_output" or "sequence_output"
+    HEAD_NAME = ""
+
+    def __init__(
+        self, encoder: BertEncoder, num_classes: int, dropout: float | None = None, **kwargs
+    ):
+        dropout = _dropout_or_default(encoder, dropout)
+        inputs = encoder_inputs()
+        head = ClassificationHead(
+            num_classes, dropout, encoder.bert_config.initializer_range, name=self.HEAD_NAME
+        )
+        logits = head(encoder(inputs)[self.OUTPUT])
+        self._finish(
+            encoder, inputs, logits, {"num_classes": num_classes, "dropout": dropout}, **kwargs
+        )
+        self.head = head
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_TaskModel):
+class BertClassifier(_EncoderOutputClassifier):
     """Sentence(-pair) classification on the pooled output; `num_classes=1` for regression."""
 
-    def __init__(
-        self, encoder: BertEncoder, num_classes: int, dropout: float | None = None, **kwargs
-    ):
-        dropout = _dropout_or_default(encoder, dropout)
-        inputs = encoder_inputs()
-        head = ClassificationHead(
-            num_classes, dropout, encoder.bert_config.initializer_range, name="classifier"
-        )
-        logits = head(encoder(inputs)["pooled_output"])
-        self._finish(
-            encoder, inputs, logits, {"num_classes": num_classes, "dropout": dropout}, **kwargs
-        )
-        self.head = head
+    OUTPUT, HEAD_NAME = "pooled_output", "classifier"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_EncoderOutputClassifier):
     """Per-token classification (NER) on the sequence output."""
 
-    def __init__(
-        self, encoder: BertEncoder, num_classes: int, dropout: float | None = None, **kwargs
-    ):
-        dropout = _dropout_or_default(encoder, dropout)
-        inputs = encoder_inputs()
-        head = ClassificationHead(
-            num_classes, dropout, encoder.bert_config.initializer_range, name="token_classifier"
-        )
-        logits = head(encoder(inputs)["sequence_output"])
-        self._finish(
-            encoder, inputs, logits, {"num_classes": num_classes, "dropout": dropout}, **kwargs
-        )
-        self.head = head
+    OUTPUT, HEAD_NAME = "sequence_output", "token_classifier"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -75,6 +75,21 @@ def _rest_examples(examples: list[dict]) -> list[dict]:
     return [{k: value(v) for k, v in e.items()} for e in examples]
 
 
+def _rest_examples_call(
+    method: str,
+    base_url: str,
+    model: str,
+    examples: list[dict],
+    signature: str,
+    version: int | None,
+    timeout: float,
+) -> list:
+    """The `results` of the Classify or Regress API (`method`) on `examples`."""
+    body = {"signature_name": signature, "examples": _rest_examples(examples)}
+    url = rest_url(base_url) + _model_path(model, version) + ":" + method
+    return _rest_call(url, body, timeout)["results"]
+
+
 def rest_classify(
     base_url: str,
     model: str,
@@ -84,11 +99,10 @@ def rest_classify(
     timeout: float = 30.0,
 ) -> list[list[tuple[str, float]]]:
     """Classify over REST (`:classify`); [(label, score)] per example, as `ServingClient`."""
-    body = {"signature_name": signature, "examples": _rest_examples(examples)}
-    url = rest_url(base_url) + _model_path(model, version) + ":classify"
-    return [
-        [(label, score) for label, score in r] for r in _rest_call(url, body, timeout)["results"]
-    ]
+    results = _rest_examples_call(
+        "classify", base_url, model, examples, signature, version, timeout
+    )
+    return [[(label, score) for label, score in r] for r in results]
 
 
 def rest_regress(
@@ -100,9 +114,9 @@ def rest_regress(
     timeout: float = 30.0,
 ) -> list[float]:
     """Regress over REST (`:regress`); one value per example."""
-    body = {"signature_name": signature, "examples": _rest_examples(examples)}
-    url = rest_url(base_url) + _model_path(model, version) + ":regress"
-    return list(_rest_call(url, body, timeout)["results"])
+    return list(
+        _rest_examples_call("regress", base_url, model, examples, signature, version, timeout)
+    )
 
 
 def rest_metadata(

@@ -274,9 +274,12 @@ def test_bad_flags_raise_clear_errors(polarity_dir, minilm_dir, tmp_path, overri
 
 @pytest.mark.slow
 def test_sigkill_mid_training_then_rerun_finishes(polarity_dir, minilm_dir, tmp_path):
+    """kill -9 after checkpoint 200 of 1,000; the same command resumes and ends where a run
+    that was never interrupted ends: the same losses, weights, optimizer state and eval."""
+    output_dir = tmp_path / "killed"
     values = _tiny_flags(
         polarity_dir,
-        tmp_path,
+        output_dir,
         minilm_dir,
         num_train_epochs=100,
         save_checkpoints_steps=100,
@@ -293,7 +296,7 @@ def test_sigkill_mid_training_then_rerun_finishes(polarity_dir, minilm_dir, tmp_
     ]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = tmp_path / "checkpoint"
+    state = output_dir / "checkpoint"
     deadline = time.monotonic() + 600
     while first.poll() is None and time.monotonic() < deadline:
         if state.exists() and "ckpt-200" in state.read_text():
@@ -301,13 +304,29 @@ def test_sigkill_mid_training_then_rerun_finishes(polarity_dir, minilm_dir, tmp_
             break
         time.sleep(0.05)
     assert first.wait() == -signal.SIGKILL, "training ended before it could be killed"
-    assert not (tmp_path / "ckpt-1000.index").exists()
+    assert not (output_dir / "ckpt-1000.index").exists()
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stderr
-    assert _eval_results(tmp_path)["global_step"] == 1000
-    steps = [e["step"] for e in json.loads((tmp_path / training.LOG_FILE).read_text())["history"]]
-    assert steps == list(range(100, 1001, 100))
+    assert _eval_results(output_dir)["global_step"] == 1000
+    history = json.loads((output_dir / training.LOG_FILE).read_text())["history"]
+    assert [e["step"] for e in history] == list(range(100, 1001, 100))
+
+    # The same flags, never interrupted (in this process: the same program, the same seed).
+    reference_dir = tmp_path / "uninterrupted"
+    run_classifier.run(
+        _args(do_train=True, do_eval=True, **{**values, "output_dir": reference_dir})
+    )
+    reference = json.loads((reference_dir / training.LOG_FILE).read_text())["history"]
+    np.testing.assert_allclose(
+        [e["loss"] for e in history], [e["loss"] for e in reference], rtol=1e-5
+    )
+    resumed, uninterrupted = _checkpoint(output_dir), _checkpoint(reference_dir)
+    assert resumed.keys() == uninterrupted.keys()
+    for name, value in uninterrupted.items():
+        np.testing.assert_allclose(resumed[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    for key, value in _eval_results(reference_dir).items():
+        assert _eval_results(output_dir)[key] == pytest.approx(value, rel=1e-5), key
 
 
 def test_text_classification_format_is_in_the_readme_and_the_help(tmp_path):

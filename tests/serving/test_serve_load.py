@@ -36,4 +36,3 @@ def test_bounded_load_with_hot_swap(run_main, tmp_path):
     mean_ms = 32 * 1000 / report["throughput_rps"]
     latency = report["latency_ms"]
     assert 0.02 * mean_ms <= latency["p50"] <= 2 * mean_ms, (latency, report["throughput_rps"])
-    assert latency["p99"] <= latency["max"]

@@ -5,6 +5,7 @@ Tuner runs in test_pipelines.py (classify) and test_squad_pipeline.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import keras_tuner
 import numpy as np
@@ -102,7 +103,7 @@ def test_bad_grids_are_named(field, value, expected):
     options = configs.ClassificationOptions(tune=True, **{field: value})
     (error,) = configs.check_options("classify", options)
     assert error.startswith(expected.split(" ")[0])
-    assert pytest.importorskip("re").match(expected, error), error
+    assert re.match(expected, error), error
     with pytest.raises(ValueError, match=expected):
         tuning.search_space(vars(options))
     # Not checked without --tune (the grid is unused then).

@@ -9,18 +9,13 @@
   whole batch at once, less memory);
 - mixed precision: `mixed_float16` wraps the optimizer in `LossScaleOptimizer`, `mixed_bfloat16`
   needs no loss scaling;
-- checkpoints `output_dir/ckpt-<step>` every `save_checkpoints_steps` through
-  `tf.train.CheckpointManager` (`bert_tf.checkpoints.training_checkpoint`: model, optimizer, step
-  counter, dropout RNG states). The manager writes the `checkpoint` state file only after the
-  checkpoint's data and index are complete, so a crash mid-write leaves `latest` on the previous
-  one; a latest checkpoint damaged afterwards is skipped for the one before it. Rerunning with
-  the same `output_dir` resumes weights, optimizer, step and input position (the dataset
-  skips the `step` batches already consumed: `tf.distribute` iterators cannot be
-  checkpointed); `init_checkpoint` only initialises weights (any format `load_pretrained` reads).
-  A resume must be the same run: `run_settings` (the seed, the optimizer) and the global batch
-  size are kept in `training_log.json`, and other values are refused (another seed would
-  continue the checkpoint with another data order; a finished run would train nothing and
-  report its old results under the new flags);
+- checkpoints `output_dir/ckpt-<step>` every `save_checkpoints_steps` (`checkpointing`: what
+  they hold; a crash mid-write or a damaged latest one leaves the one before). Rerunning with the same
+  `output_dir` resumes weights, optimizer, step and input position (the dataset skips the
+  `step` batches already consumed: `tf.distribute` iterators cannot be checkpointed);
+  `init_checkpoint` only initialises weights (any format `load_pretrained` reads). A resume
+  must be the same run: `run_settings` (the seed, the optimizer) and the global batch size are
+  kept in `training_log.json`, and other values are refused (`training_log`);
 - multi-worker (`MultiWorkerMirroredStrategy`, cluster from `TF_CONFIG`, e.g. set by
   `bert_tf.launch`): every worker runs the same loop on its share of each global batch (the
   dataset is sharded by data, so the batches are those of a one-worker run); only the chief
@@ -28,9 +23,10 @@
   folder (saving takes part in collective ops, so every worker must save) that they delete at
   the end; every worker resumes from the chief's latest checkpoint in `output_dir`;
 - a non-finite loss stops training with `FloatingPointError` before anything is saved;
-- logs (absl) every `log_steps`: step, learning rate, loss, metrics, examples/s, ETA; the same
-  go to TensorBoard (`output_dir`), `training_log.json` and `training_curve.png`, rewritten on each
-  checkpoint and at the end (atomically, through `bert_tf.fileio`);
+- logs (absl) every `log_steps`: step, learning rate, loss, metrics, examples/s, ETA
+  (`progress`); the same go to TensorBoard (`output_dir`), `training_log.json` and
+  `training_curve.png` (`training_log`), rewritten on each checkpoint and at the end
+  (atomically, through `bert_tf.fileio`);
 - every file in `output_dir` gets the permissions a plain `open()` gives (0666 minus the umask;
   TF writes the checkpoints that way too), so a model server running as another user can read it.
 
@@ -64,28 +60,22 @@ trainer.train(data.repeat().batch(8, drop_remainder=True), num_train_steps=100)
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
 from bert_tf.options import TrainingLoopOptions
+from bert_tf.training import checkpointing, training_log
 from bert_tf.training.optimization import create_optimizer, recipe_options
-
-LOG_FILE = "training_log.json"
-EVAL_RESULTS_FILE = "eval_results.txt"  # google-research's name and `key = value` format
-CURVE_FILE = "training_curve.png"
+from bert_tf.training.progress import Progress
 
 LossFn = Callable[[keras.Model, Any], "tuple[tf.Tensor, dict[str, tf.Tensor]]"]
 
@@ -391,23 +381,16 @@ class Trainer:
         is_chief: bool,
     ) -> dict[str, float]:
         batch_size = _batch_size(dataset)
-        checkpoint = checkpoints.training_checkpoint(
+        checkpoint, manager = checkpointing.training_state(
             self.model,
             self.optimizer,
-            step=self.global_step,
-            # Keras does not make its dropout seed-generator states checkpoint dependencies of
-            # the model; without them a resumed run would draw different dropout masks.
-            non_trainable=list(self.model.non_trainable_variables),
-        )
-        manager = tf.train.CheckpointManager(
-            checkpoint,
+            self.global_step,
             save_dir,
             max_to_keep=self.keep_checkpoint_max if is_chief else 1,
-            step_counter=self.global_step,
         )
         # Every worker resumes from the chief's checkpoint.
         if latest := checkpoints.restore_newest_readable(checkpoint, self.output_dir):
-            self._check_same_run(batch_size)
+            training_log.check_same_run(self.output_dir, self.run_settings, batch_size)
             logging.info("resumed from %s at step %d", latest, int(self.global_step))
             if int(self.global_step) >= num_train_steps:
                 logging.info("already trained %d steps: nothing to train", num_train_steps)
@@ -416,7 +399,9 @@ class Trainer:
             logging.info("initialised weights from %s", init_checkpoint)
         if init_checkpoint and self.head_learning_rate_multiplier != 1:
             # Again on a resume: the factors are not part of the checkpoint.
-            self._scale_fresh_learning_rates(init_checkpoint)
+            checkpointing.scale_fresh_learning_rates(
+                self.model, self.optimizer, init_checkpoint, self.head_learning_rate_multiplier
+            )
         step = int(self.global_step)
         # Shard by data, not files: each worker takes its replicas' part of every global batch,
         # so a multi-worker run trains on the batches of a one-worker run and `skip` resumes it.
@@ -426,16 +411,13 @@ class Trainer:
         )
         dataset = dataset.skip(step).with_options(options)
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
-        history = self._read_history(step)
+        history = training_log.read_history(self.output_dir, step)
         writer = (
             tf.summary.create_file_writer(self.output_dir)
             if is_chief
             else tf.summary.create_noop_writer()
         )
-        sums: dict[str, float] = {}
-        since_log, start_step, start_time = 0, step, time.perf_counter()
-        interval_time = start_time
-        last: dict[str, float] = {}
+        progress = Progress(step, num_train_steps, batch_size, writer)
         while step < num_train_steps:
             boundary = min(
                 num_train_steps,
@@ -452,165 +434,28 @@ class Trainer:
                     f"stopped without saving (last checkpoint: {manager.latest_checkpoint})"
                 )
             step += num_steps
-            since_log += num_steps
-            for k, v in values.items():
-                sums[k] = sums.get(k, 0.0) + v * num_steps
+            progress.add(values, num_steps)
             if step % self.log_steps == 0 or step == num_train_steps:
-                now = time.perf_counter()
-                steps_per_sec = (step - start_step) / (now - start_time)
-                last = {k: v / since_log for k, v in sums.items()}
-                entry = {
-                    "step": step,
-                    "learning_rate": self._learning_rate(),
-                    **last,
-                    "examples_per_sec": since_log * batch_size / (now - interval_time),
-                }
-                history.append(entry)
-                with writer.as_default(step=step):
-                    for k, v in entry.items():
-                        if k != "step":
-                            tf.summary.scalar(k, v)
-                logging.info(
-                    "step %d/%d: %s, learning rate %.3g, %.1f examples/s, ETA %.0f s",
-                    step,
-                    num_train_steps,
-                    ", ".join(f"{k} {v:.6g}" for k, v in last.items()),
-                    entry["learning_rate"],
-                    entry["examples_per_sec"],
-                    (num_train_steps - step) / steps_per_sec,
-                )
-                sums, since_log, interval_time = {}, 0, now
+                history.append(progress.report(step, self._learning_rate()))
             if step % self.save_checkpoints_steps == 0 or step == num_train_steps:
                 # The log first: a kill between the two leaves a log ahead of the last
-                # checkpoint, which a resume trims (`_read_history`), never one behind it.
+                # checkpoint, which a resume trims (`read_history`), never one behind it.
                 if is_chief:
-                    self._write_history(history, num_train_steps, batch_size)
+                    self._write_log(history, num_train_steps, batch_size)
                 path = manager.save(checkpoint_number=step)
                 if is_chief:
                     logging.info("saved %s", path)
         writer.flush()
         if is_chief:
-            self._write_history(history, num_train_steps, batch_size)
-        return last
+            self._write_log(history, num_train_steps, batch_size)
+        return progress.last
 
-    # --- training log -------------------------------------------------------------------------
-
-    def _scale_fresh_learning_rates(self, init_checkpoint: str | os.PathLike) -> None:
-        """The variables `init_checkpoint` lacks learn at `head_learning_rate_multiplier` x the
-        rate (before the step is traced, so the compiled update uses it)."""
-        fresh = checkpoints.fresh_variables(self.model, init_checkpoint)
-        if not fresh:
-            return
-        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-        if not hasattr(inner, "set_learning_rate_multiplier"):
-            raise ValueError(
-                f"head_learning_rate_multiplier={self.head_learning_rate_multiplier} needs an "
-                f"optimizer with per-variable rates (BertAdamW, BertLamb), not "
-                f"{type(inner).__name__}"
-            )
-        inner.set_learning_rate_multiplier(fresh, self.head_learning_rate_multiplier)
-        logging.info(
-            "learning rate x%g for the %d variables %s lacks: %s",
-            self.head_learning_rate_multiplier,
-            len(fresh),
-            init_checkpoint,
-            ", ".join(v.path for v in fresh),
+    def _write_log(self, history: list[dict], num_train_steps: int, batch_size: int) -> None:
+        training_log.write_log(
+            self.output_dir,
+            history,
+            num_train_steps=num_train_steps,
+            batch_size=batch_size,
+            run_settings=self.run_settings,
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
         )
-
-    def _check_same_run(self, batch_size: int) -> None:
-        """Raises ValueError if the run being resumed had other `run_settings` or batch size."""
-        path = os.path.join(self.output_dir, LOG_FILE)
-        if not fileio.exists(path):
-            return
-        log = json.loads(fileio.read_text(path))
-        saved = log.get("settings", {})  # absent in logs written before it was kept
-        changed = [
-            (f"--{k}={saved[k]}", f"--{k}={v}")
-            for k, v in self.run_settings.items()
-            if v is not None and saved.get(k) is not None and saved[k] != v
-        ]
-        if log.get("global_batch_size", batch_size) != batch_size:
-            changed.append(
-                (f"global batch {log['global_batch_size']}", f"global batch {batch_size}")
-            )
-        if changed:
-            raise ValueError(
-                f"{self.output_dir} holds a training run with "
-                f"{', '.join(old for old, _ in changed)}, not {', '.join(new for _, new in changed)}:"
-                " resuming it would continue (or, finished, only re-report) that run; use the "
-                "same flags or a new output folder"
-            )
-
-    def _read_history(self, step: int) -> list[dict]:
-        """The log so far, minus entries past `step` (a killed run logged them, then lost them)."""
-        path = os.path.join(self.output_dir, LOG_FILE)
-        if not step or not fileio.exists(path):
-            return []
-        return [e for e in json.loads(fileio.read_text(path))["history"] if e["step"] <= step]
-
-    def _write_history(self, history: list[dict], num_train_steps: int, batch_size: int) -> None:
-        log = {
-            "num_train_steps": num_train_steps,
-            "global_batch_size": batch_size,
-            "settings": self.run_settings,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
-            "history": history,
-        }
-        # Atomic, with default permissions (0666 minus the umask) like the checkpoints.
-        fileio.atomic_write_text(
-            os.path.join(self.output_dir, LOG_FILE), json.dumps(log, indent=1) + "\n"
-        )
-        if history:
-            png = io.BytesIO()
-            plot_history(history, png)
-            fileio.atomic_write_bytes(os.path.join(self.output_dir, CURVE_FILE), png.getvalue())
-
-
-def plot_history(history: list[dict], path: str | os.PathLike | BinaryIO) -> None:
-    """One panel per logged value (loss first) against the step, saved as a PNG (a path or a
-    binary file object)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on training machines
-    import matplotlib.pyplot as plt
-
-    keys = [k for k in history[0] if k != "step"]
-    keys.sort(key=lambda k: (k != "loss", k))
-    steps = [e["step"] for e in history]
-    fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.2 * len(keys)), sharex=True)
-    for ax, key in zip(np.atleast_1d(axes), keys, strict=True):
-        ax.plot(steps, [e.get(key, np.nan) for e in history], marker=".")
-        ax.set_ylabel(key)
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[-1].set_xlabel("step")
-    fig.tight_layout()
-    fig.savefig(path, format="png", dpi=80)
-    plt.close(fig)
-
-
-def restore_latest(model: keras.Model, output_dir: str | os.PathLike) -> str | None:
-    """Restores `model` from the latest training checkpoint in `output_dir`; returns its path."""
-    checkpoint = checkpoints.training_checkpoint(model)
-    return checkpoints.restore_newest_readable(checkpoint, output_dir, partial=True)
-
-
-def predict(
-    model: keras.Model, dataset: Iterable, jit_compile: bool = False
-) -> np.ndarray | dict[str, np.ndarray]:
-    """Runs `model(batch, training=False)` over a finite dataset; concatenates the outputs."""
-    forward = tf.function(lambda batch: model(batch, training=False), jit_compile=jit_compile)
-    outputs = [tf.nest.map_structure(lambda t: t.numpy(), forward(batch)) for batch in dataset]
-    if not outputs:
-        raise ValueError("predict: the dataset is empty")
-    return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *outputs)
-
-
-def write_eval_results(output_dir: str | os.PathLike, result: dict[str, Any]) -> None:
-    """Writes `result` as google-research's `eval_results.txt` (`key = value` lines, sorted) in
-    `output_dir`, atomically, and logs each line."""
-    lines = [f"{key} = {result[key]}" for key in sorted(result)]
-    fileio.atomic_write_text(
-        os.path.join(output_dir, EVAL_RESULTS_FILE), "".join(f"{line}\n" for line in lines)
-    )
-    for line in lines:
-        logging.info("eval %s", line)

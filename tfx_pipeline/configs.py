@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from bert_tf.options import (
 from bert_tf.tasks.options import ClassificationOptions as TaskClassificationOptions
 from bert_tf.tasks.options import PretrainingDataOptions
 from bert_tf.tasks.options import SquadOptions as TaskSquadOptions
+from tfx_pipeline.tuning_grids import tuning_errors
 
 PRETRAINING_PIPELINE_NAME = "bert-pretraining"
 CLASSIFICATION_PIPELINE_NAME = "bert-classification"
@@ -441,51 +441,11 @@ def check_options(pipeline: str, options: TrainingOptions) -> list[str]:
         if why:
             errors.append(f"--{field.name}: expected {why}, got {shown(value)}")
     if getattr(options, "tune", False):
-        errors += _tuning_errors(options)
+        errors += tuning_errors(options)
     if pipeline == "pretrain" and options.train_steps < 1:
         errors.append(
             f"--train_steps: expected at least 1 for --pipeline=pretrain, got {options.train_steps}"
         )
-    return errors
-
-
-# Option the Tuner tunes -> the option listing its grid values, and the values' type.
-TUNING_GRIDS = {
-    "learning_rate": ("tune_learning_rates", float),
-    "train_batch_size": ("tune_train_batch_sizes", int),
-    "num_train_epochs": ("tune_num_train_epochs", float),
-}
-
-
-def grid_values(text: str, kind: type, name: str) -> list:
-    """ "5e-5,2e-5" -> [5e-05, 2e-05]; ValueError naming --`name` unless the values are distinct,
-    positive and finite."""
-    try:
-        values = [kind(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or not all(0 < v < math.inf for v in values) or len(set(values)) < len(values):
-        noun = "integers" if kind is int else "numbers"
-        raise ValueError(
-            f"--{name}: expected comma-separated distinct positive {noun}, got {text!r}"
-        )
-    return values
-
-
-def _tuning_errors(options: FineTuningOptions) -> list[str]:
-    """The --tune_* grids parse, and the epochs have an effect."""
-    errors = []
-    for grid, kind in TUNING_GRIDS.values():
-        try:
-            values = grid_values(getattr(options, grid), kind, grid)
-        except ValueError as error:
-            errors.append(str(error))
-            continue
-        if grid == "tune_num_train_epochs" and len(values) > 1 and options.train_steps:
-            errors.append(
-                f"--{grid}: {getattr(options, grid)!r} has no effect with --train_steps="
-                f"{options.train_steps} (a fixed length): give one value, or --train_steps=0"
-            )
     return errors
 
 

@@ -30,15 +30,15 @@ import keras_tuner
 from absl import logging
 from tfx.components.tuner.component import TunerFnResult
 
-from tfx_pipeline import configs
+from tfx_pipeline import tuning_grids
 
 
 def search_space(options: dict[str, Any]) -> keras_tuner.HyperParameters:
     """The grid of the options' `tune_*` values, each a KerasTuner Choice named as the option
     it sets (learning_rate, train_batch_size, num_train_epochs)."""
     space = keras_tuner.HyperParameters()
-    for name, (grid, kind) in configs.TUNING_GRIDS.items():
-        space.Choice(name, configs.grid_values(options[grid], kind, grid), ordered=True)
+    for name, (grid, kind) in tuning_grids.TUNING_GRIDS.items():
+        space.Choice(name, tuning_grids.grid_values(options[grid], kind, grid), ordered=True)
     return space
 
 
@@ -53,10 +53,10 @@ def apply_hyperparameters(
         values = keras_tuner.HyperParameters.from_config(hyperparameters).values
     else:
         values = hyperparameters
-    unknown = sorted(set(values) - set(configs.TUNING_GRIDS))
+    unknown = sorted(set(values) - set(tuning_grids.TUNING_GRIDS))
     if unknown:
         raise ValueError(
-            f"hyperparameters: unknown {unknown}; expected {sorted(configs.TUNING_GRIDS)}"
+            f"hyperparameters: unknown {unknown}; expected {sorted(tuning_grids.TUNING_GRIDS)}"
         )
     return {**options, **values}
 

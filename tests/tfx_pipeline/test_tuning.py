@@ -14,7 +14,7 @@ from PIL import Image
 from tfx.components.tuner import executor as tuner_executor
 from tfx.types import standard_artifacts
 
-from tfx_pipeline import configs, tuning
+from tfx_pipeline import configs, tuning, tuning_grids
 from tfx_pipeline.components.tuner import plot_results
 
 pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)
@@ -39,7 +39,7 @@ def test_grid_search_tries_every_combination_and_keeps_the_best(tmp_path):
     tried = []
 
     def train_and_score(values, trial_dir):
-        lr, batch, epochs = (values[k] for k in configs.TUNING_GRIDS)
+        lr, batch, epochs = (values[k] for k in tuning_grids.TUNING_GRIDS)
         tried.append((lr, batch, epochs, trial_dir))
         # Best at lr 3e-5, batch 32, 3 epochs: each value counts.
         return -abs(lr - 3e-5) * 1e4 - abs(epochs - 3) + 0.1 * (batch == 32)

@@ -95,3 +95,17 @@ def test_no_script_is_imported_as_a_library():
         if module in scripts - RUNNABLE_LIBRARIES and module_of[module] != path
     ]
     assert not wrong, "\n".join(wrong)
+
+
+# A library module does one job (#38): past this many lines it has usually grown a second one.
+MAX_LIBRARY_LINES = 500
+
+
+def test_no_library_file_over_500_lines():
+    long = {
+        str(path.relative_to(REPO)): n
+        for package in ("bert_tf", "serving", "tfx_pipeline")
+        for path in (REPO / package).rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LIBRARY_LINES
+    }
+    assert not long, f"library files over {MAX_LIBRARY_LINES} lines (split them): {long}"

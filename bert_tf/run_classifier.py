@@ -172,9 +172,7 @@ def run(args: flags.FlagValues) -> None:
             f"--num_train_epochs={args.num_train_epochs} with {len(train_examples)} "
             f"examples and --train_batch_size={args.train_batch_size} gives no step"
         )
-    if args.seed is not None:
-        training.set_seed(args.seed)
-    training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
+    training.seed_and_precision(args.seed, options.from_flags(options.PrecisionOptions, args))
     output_dir = args.output_dir  # a string: a Path would fold gs:// into gs:/
     checkpoints.check_output_dir(output_dir, config)
     fileio.makedirs(output_dir)

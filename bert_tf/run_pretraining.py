@@ -213,9 +213,7 @@ def _run(
     # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
     strategy = training.strategy_from_flags(args)
     masker = _masker(args, config, config_path) if args.dynamic_masking else None
-    if args.seed is not None:
-        training.set_seed(args.seed)
-    training.set_precision(options.from_flags(options.PrecisionOptions, args).policy)
+    training.seed_and_precision(args.seed, options.from_flags(options.PrecisionOptions, args))
     output_dir = args.output_dir  # a string: a Path would fold gs:// into gs:/
     checkpoints.check_output_dir(output_dir, config)
     fileio.makedirs(output_dir)

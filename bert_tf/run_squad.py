@@ -238,7 +238,7 @@ def main(argv: list[str]) -> None:
     from bert_tf.modeling.encoder import build_encoder
     from bert_tf.modeling.models import BertSpanLabeler
     from bert_tf.text.tokenization import BertTokenizer
-    from bert_tf.training import restore_latest, set_precision, set_seed, strategy_from_flags
+    from bert_tf.training import restore_latest, seed_and_precision, strategy_from_flags
 
     try:
         # Before any TensorFlow op: multi_worker_mirrored configures collective ops at startup.
@@ -255,8 +255,7 @@ def main(argv: list[str]) -> None:
             os.path.join(FLAGS.output_dir, checkpoints.TASK_INFO_NAME)
         ):
             checkpoints.write_model_files(FLAGS.output_dir, config, vocab_file, task_info())
-        set_seed(FLAGS.seed)
-        set_precision(options.from_flags(options.PrecisionOptions, FLAGS).policy)
+        seed_and_precision(FLAGS.seed, options.from_flags(options.PrecisionOptions, FLAGS))
         with strategy.scope():
             model = BertSpanLabeler(build_encoder(config))
         if FLAGS.do_train:

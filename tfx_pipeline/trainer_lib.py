@@ -158,9 +158,8 @@ def train(
         use_mixed_precision=options["use_mixed_precision"],
         mixed_precision_dtype=options["mixed_precision_dtype"],
     )
-    training.set_precision(precision.policy)
-    training.set_seed(options["seed"])
     strategy = training.get_strategy(options["distribution_strategy"])
+    training.seed_and_precision(options["seed"], precision)
     with strategy.scope():
         model = build_model()
     # What this model was trained with (the Tuner's best values included), beside its log.

@@ -17,6 +17,7 @@ from bert_tf.training.evaluation import EVAL_RESULTS_FILE, predict, write_eval_r
 from bert_tf.training.runtime import (
     PRECISIONS,
     get_strategy,
+    seed_and_precision,
     set_precision,
     set_seed,
     strategy_from_flags,
@@ -36,6 +37,7 @@ __all__ = [
     "plot_history",
     "predict",
     "restore_latest",
+    "seed_and_precision",
     "set_precision",
     "set_seed",
     "strategy_from_flags",

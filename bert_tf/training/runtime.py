@@ -11,7 +11,7 @@ from googleapiclient.errors import Error as GoogleApiError
 
 # The flags these read are defined without TensorFlow (bert_tf.options, flags_util).
 from bert_tf.flags_util import TPU_ONLY_FLAGS, strategy_name
-from bert_tf.options import STRATEGIES
+from bert_tf.options import STRATEGIES, PrecisionOptions
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -128,3 +128,11 @@ def set_seed(seed: int) -> None:
     """Seeds Python, NumPy, TensorFlow and Keras, and makes TF ops deterministic."""
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
+
+
+def seed_and_precision(seed: int | None, precision: PrecisionOptions) -> None:
+    """What every training script and the pipelines' Trainer set after choosing the strategy
+    and before building the model: the seed (None: unseeded) and the precision policy."""
+    if seed is not None:
+        set_seed(seed)
+    set_precision(precision.policy)

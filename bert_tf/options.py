@@ -207,6 +207,13 @@ def from_flags(cls: type, flag_values: flags.FlagValues = flags.FLAGS):
     )
 
 
+def from_dict(cls: type, values: dict[str, Any], **overrides):
+    """An instance of the dataclass `cls` from the entries of `values` named as its fields (a
+    pipeline component's custom_config; the others keep their defaults), then `overrides`."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names}, **overrides)
+
+
 # --- The groups the scripts share ------------------------------------------------------------
 
 

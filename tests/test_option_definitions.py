@@ -168,3 +168,29 @@ def test_masked_lm_prob_has_one_bound_everywhere():
         data = options.errors(PretrainingDataOptions(masked_lm_prob=value))
         pipeline = configs.option_specs()["masked_lm_prob"].check(value)
         assert (not data) is ok and (pipeline is None) is ok, value
+
+
+def test_the_pipeline_trainer_takes_the_scripts_loop_options():
+    """--optimizer, --optimizer_recipe and --gradient_accumulation_steps reach the pipelines'
+    Trainer as the scripts' TrainingLoopOptions (trainer_lib.train), checked up front (#39)."""
+    from bert_tf import options
+    from tfx_pipeline import configs
+
+    chosen = configs.PretrainingOptions(
+        optimizer="lamb", optimizer_recipe="hf", gradient_accumulation_steps=4, preset="tiny"
+    )
+    assert configs.check_options("pretrain", chosen) == []
+    loop = options.from_dict(
+        options.TrainingLoopOptions, configs.custom_config(chosen), save_checkpoints_steps=7
+    )
+    assert (loop.optimizer, loop.optimizer_recipe, loop.gradient_accumulation_steps) == (
+        "lamb",
+        "hf",
+        4,
+    )
+    assert (loop.seed, loop.train_batch_size, loop.save_checkpoints_steps) == (12345, 32, 7)
+    bad = configs.ClassificationOptions(optimizer="sgd", gradient_accumulation_steps=3)
+    assert configs.check_options("classify", bad) == [
+        "--optimizer: expected one of adamw, lamb, got sgd",
+        "--gradient_accumulation_steps=3 must divide --train_batch_size=32",
+    ]

@@ -101,6 +101,9 @@ class TrainingOptions:
     head_learning_rate_multiplier: float = same_as(
         TrainingLoopOptions, "head_learning_rate_multiplier"
     )
+    optimizer: str = same_as(TrainingLoopOptions, "optimizer")
+    optimizer_recipe: str = same_as(TrainingLoopOptions, "optimizer_recipe")
+    gradient_accumulation_steps: int = same_as(TrainingLoopOptions, "gradient_accumulation_steps")
     warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
     use_mixed_precision: bool = same_as(PrecisionOptions, "use_mixed_precision")
     mixed_precision_dtype: str = same_as(PrecisionOptions, "mixed_precision_dtype")
@@ -442,6 +445,11 @@ def check_options(pipeline: str, options: TrainingOptions) -> list[str]:
             errors.append(f"--{field.name}: expected {why}, got {shown(value)}")
     if getattr(options, "tune", False):
         errors += tuning_errors(options)
+    if options.train_batch_size % options.gradient_accumulation_steps:
+        errors.append(
+            f"--gradient_accumulation_steps={options.gradient_accumulation_steps} must divide "
+            f"--train_batch_size={options.train_batch_size}"
+        )
     if pipeline == "pretrain" and options.train_steps < 1:
         errors.append(
             f"--train_steps: expected at least 1 for --pipeline=pretrain, got {options.train_steps}"

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio, model_source, training
+from bert_tf import options as options_lib
 from bert_tf.modeling.configs import BertConfig
 from bert_tf.options import PrecisionOptions, TrainingLoopOptions
 from bert_tf.text.tokenization import BertPreprocessor, load_vocab
@@ -154,10 +155,7 @@ def train(
     init_checkpoint: str | None = None,
 ) -> keras.Model:
     """Builds the model under the chosen strategy and runs `bert_tf.training.Trainer`."""
-    precision = PrecisionOptions(
-        use_mixed_precision=options["use_mixed_precision"],
-        mixed_precision_dtype=options["mixed_precision_dtype"],
-    )
+    precision = options_lib.from_dict(PrecisionOptions, options)
     strategy = training.get_strategy(options["distribution_strategy"])
     training.seed_and_precision(options["seed"], precision)
     with strategy.scope():
@@ -169,13 +167,13 @@ def train(
     )
     # One checkpoint, at the end (the pipeline's Trainer never resumes: a rerun is a new
     # execution), progress every compiled loop.
-    loop = TrainingLoopOptions(
-        train_batch_size=options["train_batch_size"],
-        learning_rate=options["learning_rate"],
-        head_learning_rate_multiplier=options["head_learning_rate_multiplier"],
+    # The scripts' loop options, from the one declaration (batch, learning rate, optimizer and
+    # recipe, accumulation, seed).
+    loop = options_lib.from_dict(
+        TrainingLoopOptions,
+        options,
         save_checkpoints_steps=num_train_steps,
         log_steps=max(1, min(options["iterations_per_loop"], num_train_steps)),
-        seed=options["seed"],
     )
     trainer = training.make_trainer(
         model,

@@ -15,6 +15,7 @@ import logging
 import random
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,6 +101,24 @@ def _logging_levels_restored():
     yield
     absl_logger.setLevel(levels[0])
     root.setLevel(levels[1])
+
+
+@pytest.fixture(autouse=True)
+def _random_state_and_dtype_policy_reset():
+    """Each test starts from the same random state and Keras' float32 policy, whatever ran
+    before it in the worker, and leaves float32 behind. Unseeded, a model's weights came from
+    whatever draws earlier tests had made: under the shuffle a bfloat16 tolerance that held for
+    one initialisation failed for another. The libraries are seeded only once a test file has
+    imported them, so TF-free tests stay TF-free."""
+    random.seed(0)
+    if keras := sys.modules.get("keras"):
+        keras.utils.set_random_seed(0)  # Python's, NumPy's, TensorFlow's and Keras' generators
+        keras.mixed_precision.set_dtype_policy("float32")
+    elif numpy := sys.modules.get("numpy"):
+        numpy.random.seed(0)
+    yield
+    if keras := sys.modules.get("keras"):
+        keras.mixed_precision.set_dtype_policy("float32")
 
 
 @pytest.fixture

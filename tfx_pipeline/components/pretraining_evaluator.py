@@ -49,7 +49,6 @@ from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
-from tfx.utils import path_utils
 
 from bert_tf import checkpoints
 from bert_tf.modeling.encoder import build_encoder
@@ -57,7 +56,7 @@ from bert_tf.modeling.models import BertPretrainer
 from bert_tf.tasks import pretraining
 from serving.export_lib import PRETRAINING_SIGNATURE, VOCAB_ASSET
 from tfx_pipeline import trainer_lib
-from tfx_pipeline.components import blessing
+from tfx_pipeline.components import blessing, model_artifact
 from tfx_pipeline.modules.pretraining import KERAS_MODEL_FILE
 
 METRICS = ("masked_lm_accuracy", "next_sentence_accuracy")
@@ -94,10 +93,10 @@ class NotScorable(ValueError):
     """A model with neither the `pretraining_logits` signature nor the Trainer's Keras file."""
 
 
-def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
+def pretraining_heads(model: types.Artifact | str) -> Callable[[dict], dict]:
     """A Model artifact's pretraining heads, batch -> {mlm_logits, nsp_logits} (see the module
     docstring for which of its files)."""
-    serving_dir = path_utils.serving_model_path(model_uri)
+    serving_dir = model_artifact.serving_dir(model)
     if tf.io.gfile.exists(os.path.join(serving_dir, "saved_model.pb")):
         import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
@@ -108,10 +107,10 @@ def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
             return lambda batch, loaded=loaded: signature(
                 **{name: batch[name] for name in pretraining.MODEL_INPUTS}
             )
-    keras_file = os.path.join(path_utils.eval_model_dir(model_uri), KERAS_MODEL_FILE)
+    keras_file = os.path.join(model_artifact.eval_dir(model), KERAS_MODEL_FILE)
     if not tf.io.gfile.exists(keras_file):
         raise NotScorable(
-            f"{model_uri}: no {PRETRAINING_SIGNATURE} signature in its SavedModel and no "
+            f"{serving_dir}: no {PRETRAINING_SIGNATURE} signature in its SavedModel and no "
             f"{KERAS_MODEL_FILE}"
         )
     model = keras.saving.load_model(keras_file)
@@ -119,9 +118,9 @@ def pretraining_heads(model_uri: str) -> Callable[[dict], dict]:
     return lambda batch: forward({name: batch[name] for name in pretraining.MODEL_INPUTS})
 
 
-def evaluate_pretrainer(model_uri: str, dataset: tf.data.Dataset) -> dict[str, float]:
+def evaluate_pretrainer(model: types.Artifact | str, dataset: tf.data.Dataset) -> dict[str, float]:
     """Weighted masked-LM accuracy and NSP accuracy of a pipeline model over `dataset`."""
-    forward = pretraining_heads(model_uri)
+    forward = pretraining_heads(model)
     try:  # the metrics run_pretraining reports, computed the same way
         result = pretraining.evaluate(
             lambda inputs, training=False: forward(inputs), dataset, with_count=True
@@ -178,11 +177,11 @@ def data_baselines(dataset: tf.data.Dataset) -> tuple[dict[str, float], dict[str
     }
 
 
-def describe_constants(constants: Mapping[str, int], model_uri: str) -> dict[str, str]:
+def describe_constants(constants: Mapping[str, int], model: types.Artifact | str) -> dict[str, str]:
     """`data_baselines`' constants in words: the token as the candidate export's vocab spells
     it, the next-sentence class by its meaning."""
     token_id = constants["masked_lm_accuracy"]
-    vocab_file = os.path.join(path_utils.serving_model_path(model_uri), VOCAB_ASSET)
+    vocab_file = os.path.join(model_artifact.serving_dir(model), VOCAB_ASSET)
     token = f"token id {token_id}"
     if tf.io.gfile.exists(vocab_file):
         with tf.io.gfile.GFile(vocab_file) as f:
@@ -228,13 +227,13 @@ class Executor(blessing.EvaluatorExecutor):
             dataset = dataset.take(exec_properties["eval_steps"])
 
         model = artifact_utils.get_single_instance(input_dict["model"])
-        candidate = evaluate_pretrainer(model.uri, dataset)
+        candidate = evaluate_pretrainer(model, dataset)
         baseline_model = blessing.baseline_model(input_dict)
         baseline_note = blessing.describe_baseline(input_dict)
         baseline = None
         if baseline_model:
             try:
-                baseline = evaluate_pretrainer(baseline_model.uri, dataset)
+                baseline = evaluate_pretrainer(baseline_model, dataset)
             except NotScorable as e:  # a version pushed before the signature existed
                 logging.warning("baseline comparison skipped: %s", e)
                 baseline_model, baseline_note = None, f"not comparable: {e}"
@@ -254,7 +253,7 @@ class Executor(blessing.EvaluatorExecutor):
             "baseline_model": baseline_note,
             "thresholds": minimums,
             "data_baselines": data,
-            "baseline_predictors": describe_constants(constants, model.uri),
+            "baseline_predictors": describe_constants(constants, model),
             "starting_checkpoint": starting,
             "init_checkpoint": init_checkpoint or None,
             "gains": {name: exec_properties[GAINS[name]] for name in METRICS},

@@ -4,7 +4,7 @@ The Pusher writes TF Serving's layout, `<serving_model_dir>/<model_name>/<versio
 Serving serves the highest version. This component copies that version (the newest numeric
 folder holding a complete SavedModel: Pusher copies `saved_model.pb` last, and temporary or
 non-numeric folders are ignored) into its output's `Format-Serving/`, the Trainer's Model layout
-that TFX's Evaluator and ours read (`path_utils.serving_model_path`). The evaluators then judge
+that TFX's Evaluator and ours read (`model_artifact.serving_dir`). The evaluators then judge
 the candidate against what serves now: a model worse than the one serving is never pushed.
 
 It replaces TFX's `LatestBlessedModelStrategy` resolver, which open-source Kubeflow Pipelines
@@ -63,7 +63,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import io_utils, path_utils
 
-from tfx_pipeline.components import serving_check
+from tfx_pipeline.components import model_artifact, serving_check
 
 IS_CANDIDATE = "is_candidate"
 BASELINE_VERSION = "baseline_version"
@@ -189,9 +189,7 @@ class Executor(base_executor.BaseExecutor):
     ) -> None:
         baseline = artifact_utils.get_single_instance(output_dict["baseline_model"])
         candidate = artifact_utils.get_single_instance(input_dict["model"])
-        candidate_path = path_utils.serving_model_path(
-            candidate.uri, path_utils.is_old_model_artifact(candidate)
-        )
+        candidate_path = model_artifact.serving_dir(candidate)
         found = latest_version(exec_properties["serving_model_dir"])
         if found:
             version, source = found

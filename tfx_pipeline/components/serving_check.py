@@ -59,12 +59,13 @@ from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
-from tfx.utils import io_utils, path_utils
+from tfx.utils import io_utils
 
 from serving import MODEL_SERVER_BINARY, op_check
 from serving.client import ServingClient, make_ndarray, rest_predict
 from serving.process import ServerProcess
 from serving.signatures import WARMUP_FILE
+from tfx_pipeline.components import model_artifact
 
 # TFX InfraValidator's marks (tfx/components/infra_validator/executor.py), which TFX's Pusher
 # reads (`model_utils.is_infra_validated`: the `blessed` property).
@@ -301,9 +302,7 @@ class Executor(base_executor.BaseExecutor):
     ) -> None:
         model = artifact_utils.get_single_instance(input_dict["model"])
         blessing = artifact_utils.get_single_instance(output_dict["blessing"])
-        export_dir = path_utils.serving_model_path(
-            model.uri, path_utils.is_old_model_artifact(model)
-        )
+        export_dir = model_artifact.serving_dir(model)
         blessing.set_string_custom_property(MODEL_SERVER, model_server_program())
         with tempfile.TemporaryDirectory(prefix="serving-check-") as work_dir:
             try:

@@ -48,11 +48,10 @@ from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
-from tfx.utils import path_utils
 
 from bert_tf.tasks import squad
 from bert_tf.tfrecords import check_tfrecord_files
-from tfx_pipeline.components import blessing
+from tfx_pipeline.components import blessing, model_artifact
 
 _QUESTION_SPEC = {
     "id": tf.io.FixedLenFeature([], tf.string),
@@ -103,13 +102,13 @@ def read_questions(split_uri: str) -> list[dict]:
     return questions
 
 
-def answer_questions(model_uri: str, questions: list[dict], batch_size: int) -> dict[str, str]:
+def answer_questions(
+    model: types.Artifact | str, questions: list[dict], batch_size: int
+) -> dict[str, str]:
     """{id: answer_text} from a Model artifact's exported SavedModel, raw text in."""
     import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
-    serve = tf.saved_model.load(path_utils.serving_model_path(model_uri)).signatures[
-        "serving_default"
-    ]
+    serve = tf.saved_model.load(model_artifact.serving_dir(model)).signatures["serving_default"]
     predictions = {}
     for i in range(0, len(questions), batch_size):
         batch = questions[i : i + batch_size]
@@ -171,12 +170,12 @@ class Executor(blessing.EvaluatorExecutor):
         batch_size = exec_properties["batch_size"]
 
         model = artifact_utils.get_single_instance(input_dict["model"])
-        predictions = answer_questions(model.uri, questions, batch_size)
+        predictions = answer_questions(model, questions, batch_size)
         candidate = official_metrics(questions, predictions, v2)
         baseline_model = blessing.baseline_model(input_dict)
         baseline = None
         if baseline_model:
-            baseline_predictions = answer_questions(baseline_model.uri, questions, batch_size)
+            baseline_predictions = answer_questions(baseline_model, questions, batch_size)
             baseline = official_metrics(questions, baseline_predictions, v2)
         data, predictor = data_baseline(questions, v2)
         gain = exec_properties["min_baseline_gain"]

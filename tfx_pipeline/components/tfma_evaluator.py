@@ -47,10 +47,10 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
-from tfx.utils import io_utils, json_utils, path_utils, proto_utils
+from tfx.utils import io_utils, json_utils, proto_utils
 
 from bert_tf.tfrecords import check_tfrecord_files
-from tfx_pipeline.components import blessing
+from tfx_pipeline.components import blessing, model_artifact
 
 DATA_BASELINES_FILE = "data_baselines.json"  # tfx_pipeline.metadata reads it too
 # The evaluation's float custom property of each metric's data baseline.
@@ -83,11 +83,11 @@ def read_labels(split_uris: list[str], regression: bool) -> np.ndarray:
     return np.concatenate(labels)
 
 
-def class_names(model_uri: str) -> list[str]:
+def class_names(model: types.Artifact | str) -> list[str]:
     """The class names the exported model's `classify` signature answers with (its `classes`)."""
     import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
-    path = path_utils.serving_model_path(model_uri)
+    path = model_artifact.serving_dir(model)
     signatures = tf.saved_model.load(path).signatures
     if "classify" not in signatures:
         raise ValueError(f"Evaluator: {path} has no classify signature")
@@ -192,7 +192,7 @@ class Executor(evaluator_executor.Executor):
             regression,
         )
         model = artifact_utils.get_single_instance(input_dict["model"])
-        names = [] if regression else class_names(model.uri)
+        names = [] if regression else class_names(model)
         gain = exec_properties["min_baseline_gain"]
         gates = data_gate(eval_config, labels, names, gain)
         gated = {**exec_properties, "eval_config": proto_utils.proto_to_json(eval_config)}

@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: help setup test check lint format demo lock lock-gpu data clean bazel-test reference-env
+.PHONY: help setup test check lint format demo lock lock-gpu data clean bazel-test reference-env experiments
 
 help:
 	@echo "make demo   - set up, then run the main job end to end"
@@ -23,6 +23,7 @@ help:
 	@echo "make reference-env - create .venv-ref (Python 3.11, HF transformers on CPU torch) for"
 	@echo "                experiments/minilm_reference.py (the tests' MiniLM reference values),"
 	@echo "                experiments/hf_parity.py and bench.run --suite=finetune"
+	@echo "make experiments STAGES='hf' - docs/results.md's runs (experiments/run_all.sh; resumable)"
 
 $(STAMP): requirements.txt pyproject.toml scripts/find_python.sh
 	@set -euo pipefail; \
@@ -90,6 +91,12 @@ data: setup
 
 demo: setup
 	$(PY) -m demo.run
+
+# docs/results.md's experiments, stage by stage (experiments/run_all.sh: every stage when STAGES is
+# empty); a rerun resumes. Stage hf compares with HF transformers, so it needs the reference env.
+STAGES ?=
+experiments: setup $(if $(or $(filter hf,$(STAGES)),$(if $(STAGES),,all)),$(REF_STAMP))
+	bash experiments/run_all.sh $(STAGES)
 
 # Bazel route: Debian's bazel-bootstrap (prints "bazel no_version", so the version check asks dpkg),
 # fully offline (see WORKSPACE, .bazelrc). BAZEL_TARGETS / BAZEL_FLAGS narrow a run, e.g.

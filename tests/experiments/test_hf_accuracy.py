@@ -189,3 +189,20 @@ def test_hf_side_learns_with_the_full_vocabulary(reference_python, clean_env, mi
     assert result["num_train_steps"] == 15 and result["num_eval_examples"] == 8
     assert result["eval_accuracy"] == 1.0 and result["final_train_loss"] < 0.6  # chance: 0.69
     assert "examples/s ETA" in run.stderr  # progress lines
+
+
+@pytest.mark.parametrize(("stages", "needs_reference_env"), [("hf", True), ("zh", False)])
+def test_make_experiments_runs_the_stages_with_the_reference_env_for_hf(
+    stages, needs_reference_env
+):
+    """`make experiments STAGES=hf` (docs/results.md) is run_all.sh's stage after the reference
+    environment's setup (forced stale here: `make -n` only prints what it would do)."""
+    shown = subprocess.run(
+        ["make", "-n", "-W", "requirements-reference.txt", "experiments", f"STAGES={stages}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert shown[-1] == f"bash experiments/run_all.sh {stages}"
+    assert any(".venv-ref" in line for line in shown) == needs_reference_env

@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -216,17 +217,13 @@ def predict(model, tokenizer) -> None:
 
 
 def task_info() -> dict:
-    """The `task_info.json` of a SQuAD output folder (see the module docstring)."""
+    """The `task_info.json` of a SQuAD output folder (see the module docstring): the model's
+    inputs and every `SquadOptions` field, which `serving.export --task=squad` reads back."""
     return {
         "task": "squad",
         "do_lower_case": FLAGS.do_lower_case,
         "max_seq_length": FLAGS.max_seq_length,
-        "doc_stride": FLAGS.doc_stride,
-        "max_query_length": FLAGS.max_query_length,
-        "max_answer_length": FLAGS.max_answer_length,
-        "n_best_size": FLAGS.n_best_size,
-        "version_2_with_negative": FLAGS.version_2_with_negative,
-        "null_score_diff_threshold": FLAGS.null_score_diff_threshold,
+        **dataclasses.asdict(options.from_flags(SquadOptions, FLAGS)),
     }
 
 

@@ -287,12 +287,7 @@ _INFO_FLAGS = (
     "max_seq_length",
     "regression",
     "single_segment",
-    "doc_stride",
-    "max_query_length",
-    "max_answer_length",
-    "n_best_size",
-    "version_2_with_negative",
-    "null_score_diff_threshold",
+    *(field.name for field in dataclasses.fields(SquadOptions)),
 )
 
 

@@ -78,8 +78,10 @@ format: setup
 
 # pytest-xdist workers for `make test` (whole files per worker; each worker holds TF/TFX, 1-3 GB).
 TEST_WORKERS ?= 2
+# PYTEST_ARGS: more pytest options, e.g. CI's --durations=40 (the slowest tests, listed).
+PYTEST_ARGS ?=
 test: setup lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The quick files carry the `fast` marker (the modelling core among them); tests/BUILD's fast
 # list, CI's Bazel pass, names the same files (tests/test_fast_selection.py).

@@ -20,7 +20,7 @@ A file that ends exactly on a record boundary is a valid TFRecord file: only a r
 kept elsewhere could tell that records are missing.
 
 Results are cached per (path, compression, size, modification time...), so the several readers of
-one run walk each file once.
+one run walk each file once; not on a filesystem without modification times (`ram://`).
 
 Example:
 
@@ -214,8 +214,10 @@ def check_tfrecord_file(path: str, compression_type: str | None = "") -> int:
         size, key = st.st_size, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     else:
         stat = tf.io.gfile.stat(path)
-        size, key = stat.length, (stat.length, stat.mtime_nsec)
-    key = (path, compression, *key)
+        # mtime 0: the filesystem keeps no modification time (ram://), so a rewrite of the same
+        # size would look unchanged: not cached.
+        size, key = stat.length, (stat.length, stat.mtime_nsec) if stat.mtime_nsec else None
+    key = key and (path, compression, *key)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
@@ -238,8 +240,9 @@ def check_tfrecord_file(path: str, compression_type: str | None = "") -> int:
             f"{path}: corrupt or truncated TFRecord after {e.count} good records, at byte "
             f"offset {e.offset}{where} ({e.reason})"
         ) from None
-    with _cache_lock:
-        _cache[key] = count
+    if key:
+        with _cache_lock:
+            _cache[key] = count
     return count
 
 

@@ -183,6 +183,21 @@ def test_a_file_changed_since_its_check_is_checked_again(data, tmp_path):
         tfrecords.check_tfrecord_file(str(path))
 
 
+def test_a_rewrite_of_the_same_size_without_modification_times_is_checked_again():
+    """`ram://` keeps no modification time: a file rewritten with the same size but other
+    records must not get the first file's cached count. One record of 26 bytes and two of 5
+    take 42 bytes each (16 bytes of framing per record)."""
+    path = "ram://tfrecords/rewritten.tfrecord"
+    for records in ([b"x" * 26], [b"y" * 5, b"z" * 5]):
+        if tf.io.gfile.exists(path):  # ram:// appends to an existing file: replaced
+            tf.io.gfile.remove(path)
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in records:
+                writer.write(record)
+        assert tf.io.gfile.stat(path).length == 42
+        assert tfrecords.check_tfrecord_file(path) == len(records)
+
+
 def test_bad_compression_type(data):
     with pytest.raises(ValueError, match=r"compression_type: expected '', 'GZIP' or 'ZLIB'"):
         tfrecords.check_tfrecord_file(str(data.input_file), "SNAPPY")

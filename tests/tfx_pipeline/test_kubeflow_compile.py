@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import tensorflow as tf
 from absl import flags
 
 from bert_tf.data import fetch
@@ -378,3 +379,21 @@ def test_input_fingerprint_changes_with_the_files_only(tmp_path):
     assert fingerprint(str(tmp_path)) not in (first, second)
     with pytest.raises(FileNotFoundError, match="no such folder"):
         fingerprint(str(tmp_path / "nothing"))
+
+
+def test_input_fingerprint_sees_a_same_size_rewrite_without_modification_times():
+    """ram:// keeps no modification time (0): a file rewritten with the same size but other
+    rows must still change the fingerprint (a cache hit would train on the old data)."""
+    from tfx_pipeline.components.input_fingerprint import fingerprint
+
+    base = "ram://fingerprint-rewrite/data"
+    prints = []
+    for text in ("a\tpos\n", "b\tneg\n"):
+        if tf.io.gfile.exists(f"{base}/train.tsv"):  # ram:// appends to an existing file
+            tf.io.gfile.remove(f"{base}/train.tsv")
+        with tf.io.gfile.GFile(f"{base}/train.tsv", "w") as f:
+            f.write(text)
+        assert tf.io.gfile.stat(f"{base}/train.tsv").mtime_nsec == 0
+        prints.append(fingerprint(base))
+    assert prints[0].startswith("1 files, 6 bytes") and prints[1].startswith("1 files, 6 bytes")
+    assert prints[0] != prints[1]

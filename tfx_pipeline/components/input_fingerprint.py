@@ -13,8 +13,8 @@ give the same key, a cache hit, and the cached ExampleGen's artifact keeps every
 the same.
 
 The fingerprint lists every file under `input_base` (any depth: XNLI's `multinli/`, SQuAD's JSON,
-corpus shards) with its size and modification time, as TFX's `generate_fingerprint` counts a
-split's files by size and mtime; hand-written because TFX's needs one glob pattern per split and
+corpus shards) with its size and modification time (its content's hash on a filesystem without modification
+times, e.g. `ram://`), as TFX's `generate_fingerprint` counts a split's files by size and mtime; hand-written because TFX's needs one glob pattern per split and
 does not descend into sub-folders.
 
 Example (in a pipeline):
@@ -39,8 +39,17 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 OUTPUT_KEY = "fingerprint"
 
 
+def _content_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with fileio.open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def fingerprint(input_base: str) -> str:
-    """`<files> files, <bytes> bytes, sha256 <hex>` over every file's path, size and mtime."""
+    """`<files> files, <bytes> bytes, sha256 <hex>` over every file's path, size and mtime
+    (its content's sha256 where the filesystem keeps no modification time)."""
     base = input_base.rstrip("/")
     if not fileio.isdir(base):
         raise FileNotFoundError(f"input_base: {input_base}: no such folder")
@@ -49,7 +58,10 @@ def fingerprint(input_base: str) -> str:
         for name in names:
             path = f"{folder.rstrip('/')}/{name}"
             stat = fileio.stat(path)
-            rows.append((path[len(base) + 1 :], stat.length, stat.mtime_nsec))
+            # A filesystem without modification times (mtime 0, e.g. ram://) could not tell a
+            # rewrite of the same size: its files' contents are hashed instead.
+            changed = stat.mtime_nsec or _content_digest(path)
+            rows.append((path[len(base) + 1 :], stat.length, changed))
     rows.sort()
     digest = hashlib.sha256("".join(f"{p}\0{n}\0{t}\n" for p, n, t in rows).encode())
     return f"{len(rows)} files, {sum(r[1] for r in rows)} bytes, sha256 {digest.hexdigest()}"

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import types
 
@@ -118,8 +119,17 @@ def load() -> types.SimpleNamespace:
 
 
 def run_main(module: types.ModuleType, argv: list[str]) -> None:
-    """Runs a Google script's `main` with `argv` parsed into its own flags (as `tf.app.run`)."""
+    """Runs a Google script's `main` with `argv` parsed into its own flags (as `tf.app.run`).
+
+    Its `tf.logging.set_verbosity(tf.logging.INFO)` (create_pretraining_data's first line) sets
+    the process' "tensorflow" logger, which `bert_tf.quiet` keeps at WARNING: restored after, or
+    TensorFlow's INFO records reached every later test of the pytest worker."""
     fv = module.FLAGS
     fv.unparse_flags()
     fv([module.__name__, *argv])
-    module.main(None)
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    try:
+        module.main(None)
+    finally:
+        tf_logger.setLevel(level)

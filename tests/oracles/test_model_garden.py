@@ -18,19 +18,21 @@ from bert_tf.modeling.encoder import build_encoder
 
 @pytest.fixture(scope="module")
 def model_garden():
+    added = []
     for source, wheel in (
         ("model_garden", "tf_models_official-2.16.0-py2.py3-none-any.whl"),
         ("gin_config", "gin_config-0.5.0-py3-none-any.whl"),
     ):
         path = str(fetch.path(source, wheel))
         if path not in sys.path:
-            sys.path.append(
-                path
-            )  # after the venv's packages: only `official` and `gin` come from here
+            sys.path.append(path)  # after the venv's packages: only `official` and `gin` from here
+            added.append(path)
     import tf_keras
     from official.nlp.modeling.networks import bert_encoder
 
-    return bert_encoder, tf_keras
+    yield bert_encoder, tf_keras
+    for path in added:  # the pytest worker's later files see the sys.path they had
+        sys.path.remove(path)
 
 
 def _google_name(variable_name: str) -> str:

@@ -18,6 +18,7 @@ import os
 import shutil
 import textwrap
 from pathlib import Path
+from typing import NamedTuple
 
 import bert_tfx_tests_kfp_launcher as kfp_launcher  # tests/tfx_pipeline/kfp_launcher.py (conftest.py)
 import numpy as np
@@ -500,12 +501,19 @@ def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
     return launcher, gcs / BUCKET / "serving" / demo.MODEL_NAME
 
 
+class FirstRun(NamedTuple):
+    tasks: dict[str, kfp_launcher.TaskResult]
+    # Read right after the run: the second run may push another version (tests run in any
+    # order).
+    versions: list[int]
+
+
 @pytest.fixture(scope="module")
-def first_run(compiled):
-    launcher, _ = compiled
+def first_run(compiled) -> FirstRun:
+    launcher, model_base_path = compiled
     run = launcher.run("run-1")
     print(f"  [kfp] run-1: {run.seconds:.0f} s", flush=True)
-    return run
+    return FirstRun(run.tasks, _versions(model_base_path))
 
 
 @pytest.fixture(scope="module")
@@ -563,7 +571,7 @@ def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
     assert infra["metadata"]["blessed"] == 1 and infra["metadata"]["requests_checked"] == 4
     assert (_local(launcher, infra["uri"]) / "INFRA_BLESSED").exists()
 
-    (version,) = _versions(model_base_path)
+    (version,) = first_run.versions
     pushed = first_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
     assert pushed["pushed"] == 1
     serving = f"gs://{BUCKET}/serving/{model_base_path.name}"
@@ -576,8 +584,9 @@ def test_pushed_model_answers_raw_text_in_a_fresh_process(compiled, first_run, p
     from demo import run as demo
 
     _, model_base_path = compiled
+    (version,) = first_run.versions  # the one version the first run pushed
     answers = pipeline_helpers.serve_in_fresh_process(
-        pipeline_helpers.pushed_model(model_base_path),
+        str(model_base_path / str(version)),
         f"""
         masked = signatures["fill_mask"](
             text=tf.constant({demo.FILL_MASK_TEXTS!r}), top_k=tf.constant(5))

@@ -217,6 +217,10 @@ def squad_runs(bucket, pipeline_helpers):
         pipeline_helpers,
         spec_file,
         "--pipeline=squad",
+        # A pipeline root of its own (the last value wins): ExampleValidator keeps its accepted
+        # statistics under <pipeline_root>/ExampleValidator, and the classify anomaly test's
+        # drift baseline must be the classify run's (tests run in any order).
+        f"--pipeline_root=gs://{BUCKET}/squad_root",
         f"--data_root={DATA}/squad",
         "--model_name=squad",
         "--max_seq_length=64",

@@ -14,6 +14,7 @@ import glob
 import json
 import random
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from absl import flags
@@ -86,27 +87,43 @@ def polarity(gensim_dir) -> list[tuple[str, str]]:
     return [(text, "pos" if label else "neg") for text, label in examples]
 
 
+class CleanRun(NamedTuple):
+    root: Path
+    # Read right after the run: the drift test runs the next span in the same pipeline root
+    # (another SchemaGen output, statistics, a failed run; tests run in any order).
+    states: dict[str, str]
+    anomalies: list  # ML Metadata's ExampleAnomalies artifacts
+    statistics: list  # its ExampleStatistics artifacts
+    accepted: list[str]  # accepted_statistics/*/accepted.json
+    schema_dirs: list[str]  # SchemaGen/schema/*
+
+
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory, polarity, minilm_dir, pipeline_helpers) -> Path:
+def clean(tmp_path_factory, polarity, minilm_dir, pipeline_helpers) -> CleanRun:
     """The first span: clean data (140 train, 60 dev), run up to ExampleValidator."""
     root = tmp_path_factory.mktemp("clean")
     data = _write_task(root / "span-1", {"train": polarity[:140], "dev": polarity[140:]})
     _run_to_validator(_args(data, root, minilm_dir, pipeline_helpers))
-    return root
+    metadata = root / "pipeline" / "metadata.sqlite"
+    store = pipeline_helpers.metadata(metadata)
+    return CleanRun(
+        root,
+        pipeline_helpers.node_states(metadata)[-1],
+        store.get_artifacts_by_type("ExampleAnomalies"),
+        store.get_artifacts_by_type("ExampleStatistics"),
+        glob.glob(str(root / "pipeline/ExampleValidator/accepted_statistics/*/accepted.json")),
+        glob.glob(str(root / "pipeline/SchemaGen/schema/*")),
+    )
 
 
-def test_clean_data_passes_the_validator_and_becomes_the_drift_baseline(clean, pipeline_helpers):
-    states = pipeline_helpers.node_states(clean / "pipeline" / "metadata.sqlite")[-1]
-    assert states["ExampleValidator"] == "COMPLETE"
-    store = pipeline_helpers.metadata(clean / "pipeline" / "metadata.sqlite")
-    (anomalies,) = store.get_artifacts_by_type("ExampleAnomalies")
+def test_clean_data_passes_the_validator_and_becomes_the_drift_baseline(clean):
+    assert clean.states["ExampleValidator"] == "COMPLETE"
+    (anomalies,) = clean.anomalies
     blessed = json_format.MessageToDict(anomalies.custom_properties["blessed"].struct_value)
     assert blessed.get("__value__", blessed) == {"train": 1, "eval": 1}
-    accepted = glob.glob(
-        str(clean / "pipeline/ExampleValidator/accepted_statistics/*/accepted.json")
-    )
+    accepted = clean.accepted
     assert len(accepted) == 1
-    (statistics,) = store.get_artifacts_by_type("ExampleStatistics")
+    (statistics,) = clean.statistics
     assert json.loads(Path(accepted[0]).read_text())["statistics"] == statistics.uri
 
 
@@ -114,7 +131,7 @@ def test_an_unseen_label_stops_the_run_at_the_validator(
     clean, tmp_path, polarity, minilm_dir, pipeline_helpers
 ):
     """Against the clean run's schema (--schema_dir): "neutral" in every tenth row."""
-    (schema_dir,) = glob.glob(str(clean / "pipeline/SchemaGen/schema/*"))
+    (schema_dir,) = clean.schema_dirs
     rows = [(t, "neutral" if i % 10 == 0 else label) for i, (t, label) in enumerate(polarity)]
     data = _write_task(tmp_path / "data", {"train": rows[:140], "dev": rows[140:]})
     args = _args(data, tmp_path, minilm_dir, pipeline_helpers, f"--schema_dir={schema_dir}")
@@ -127,7 +144,7 @@ def test_empty_texts_stop_the_run_at_the_validator_naming_them(
     clean, tmp_path, polarity, minilm_dir, pipeline_helpers
 ):
     """Against the clean run's schema: three training sentences are empty."""
-    (schema_dir,) = glob.glob(str(clean / "pipeline/SchemaGen/schema/*"))
+    (schema_dir,) = clean.schema_dirs
     rows = [("" if i in (3, 50, 99) else t, label) for i, (t, label) in enumerate(polarity)]
     data = _write_task(tmp_path / "data", {"train": rows[:140], "dev": rows[140:]})
     args = _args(data, tmp_path, minilm_dir, pipeline_helpers, f"--schema_dir={schema_dir}")
@@ -146,11 +163,12 @@ def test_a_drifting_label_distribution_in_the_next_span_stops_the_run(
     measures Jensen-Shannon divergence on it: 0.147 from the accepted span, above the default
     0.1."""
     shares = [(t, "neg" if i % 10 == 0 else "pos") for i, (t, _) in enumerate(polarity[:140])]
-    data = _write_task(clean / "span-2", {"train": shares, "dev": polarity[140:]})
+    root = clean.root
+    data = _write_task(root / "span-2", {"train": shares, "dev": polarity[140:]})
     message = _stopped_at_validator(
-        _args(data, clean, minilm_dir, pipeline_helpers), clean, pipeline_helpers
+        _args(data, root, minilm_dir, pipeline_helpers), root, pipeline_helpers
     )
-    (baseline,) = glob.glob(str(clean / "pipeline/ExampleValidator/accepted_statistics/*"))
+    (baseline,) = glob.glob(str(root / "pipeline/ExampleValidator/accepted_statistics/*"))
     assert f"against the schema and the previous span ({baseline})" in message
     assert "split 'train', feature 'label': High approximate Jensen-Shannon divergence" in message
     assert "above the threshold 0.1" in message

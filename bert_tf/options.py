@@ -7,7 +7,9 @@ dataclass `cls` (same name; an enum when it has choices; `aliases` as absl alias
 ValueError line naming the first bad value (`--name: expected ..., got ...`). The scripts share
 the groups below (model source, training loop, distribution and google's TPU flags, precision),
 and `tfx_pipeline.configs` declares the pipelines' options with the same `option`, so a flag
-means the same thing, with the same check, everywhere.
+means the same thing, with the same check, everywhere. `shared_options(groups, selector)` and
+`define_shared_flags` make one flag of an option that several groups have (the pipelines' three
+dataclasses, chosen by `--pipeline`), its help telling each group's default.
 
 This module imports no TensorFlow: scripts check their flags before importing it.
 
@@ -153,8 +155,11 @@ _DEFINERS = {"int": "DEFINE_integer", "float": "DEFINE_float", "bool": "DEFINE_b
 
 def flag_kind(field: dataclasses.Field) -> str:
     """The absl definer of a field: by its annotation (`int`, `float | None`, ...)."""
-    annotation = str(field.type).replace(" ", "").removesuffix("|None")
-    return _DEFINERS.get(annotation, "DEFINE_string")
+    return _definer(field.type)
+
+
+def _definer(annotation: Any) -> str:
+    return _DEFINERS.get(str(annotation).replace(" ", "").removesuffix("|None"), "DEFINE_string")
 
 
 def define_flags(
@@ -212,6 +217,99 @@ def from_dict(cls: type, values: dict[str, Any], **overrides):
     pipeline component's custom_config; the others keep their defaults), then `overrides`."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names}, **overrides)
+
+
+# --- One flag for an option of several groups ------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedOption:
+    """An option of several option groups that one flag chooses between (`selector`; e.g. the
+    pipelines' dataclasses and `--pipeline`): one flag, unset by default, each group's default
+    told in its help. `shared_options` builds them, `define_shared_flags` defines them."""
+
+    name: str
+    type: str  # the field's annotation: "int", "float", "bool", "str", "int | None", ...
+    help: str
+    defaults: dict[str, Any]  # group -> default, for the groups that have the option
+    groups: tuple[str, ...]  # every group `selector` chooses between
+    selector: str
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None
+    below: float | None = None
+    aliases: tuple[str, ...] = ()
+    declared_in: str | None = None  # the declaration it reuses (`same_as`)
+
+    def flag_help(self) -> str:
+        """The help line: what it is, allowed values, each group's default."""
+        text = self.help.rstrip(".")
+        if self.choices:
+            text += f"; one of {', '.join(map(str, self.choices))}"
+        values = {shown(v) for v in self.defaults.values()}
+        if len(values) == 1 and len(self.defaults) == len(self.groups):
+            text += f" (default: {values.pop()})"
+        else:
+            defaults = ", ".join(f"{g} {shown(v)}" for g, v in self.defaults.items())
+            if len(self.defaults) < len(self.groups):
+                only = "/".join(self.defaults)
+                text += f" (only --{self.selector}={only}; default: {defaults})"
+            else:
+                text += f" (default: {defaults})"
+        return text + "."
+
+    def check(self, value: Any) -> str | None:
+        """What the option expects, if `value` is not allowed (see `expected`)."""
+        bounds = ("choices", "minimum", "maximum", "above", "below")
+        return expected({name: getattr(self, name) for name in bounds}, value)
+
+
+def shared_options(groups: dict[str, type], selector: str) -> dict[str, SharedOption]:
+    """Every field of the dataclasses `groups` (group name -> class), in field order, as one
+    `SharedOption`: the help and checks of the first field that declares it (`option` or
+    `same_as`; a subclass that only changes a default writes a plain one), each group's default."""
+    declared: dict[str, dict] = {}
+    defaults: dict[str, dict[str, Any]] = {}
+    types: dict[str, str] = {}
+    for group, cls in groups.items():
+        for field in dataclasses.fields(cls):
+            if field.metadata.get("help"):
+                declared.setdefault(field.name, dict(field.metadata))
+            defaults.setdefault(field.name, {})[group] = field.default
+            types[field.name] = str(field.type)
+    missing = sorted(set(defaults) - set(declared))
+    if missing:  # a field written without option(...): no help to show
+        raise TypeError(f"options without help (declare them with options.option): {missing}")
+    return {
+        name: SharedOption(
+            name=name,
+            type=types[name],
+            defaults=defaults[name],
+            groups=tuple(groups),
+            selector=selector,
+            **declared[name],
+        )
+        for name in defaults
+    }
+
+
+def define_shared_flags(
+    shared: dict[str, SharedOption],
+    flag_values: flags.FlagValues = flags.FLAGS,
+    *,
+    notes: dict[str, str] | None = None,
+) -> None:
+    """A flag per `SharedOption` (default None: the chosen group's default applies), with its
+    help (`notes` adds a program's sentence after it) and aliases."""
+    for option_ in shared.values():
+        text = option_.flag_help()
+        if notes and option_.name in notes:
+            text += f" {notes[option_.name]}"
+        define = getattr(flags, _definer(option_.type))
+        define(option_.name, None, text, flag_values=flag_values)
+        for alias in option_.aliases:  # an option's earlier name
+            flags.DEFINE_alias(alias, option_.name, flag_values=flag_values)
 
 
 # --- The groups the scripts share ------------------------------------------------------------

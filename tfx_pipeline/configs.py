@@ -35,10 +35,11 @@ from bert_tf.options import (
     ModelSourceOptions,
     PrecisionOptions,
     PresetOptions,
+    SharedOption,
     TrainingLoopOptions,
-    expected,
     option,
     same_as,
+    shared_options,
     shown,
 )
 from bert_tf.tasks.options import ClassificationOptions as TaskClassificationOptions
@@ -318,73 +319,15 @@ PIPELINE_OPTIONS: dict[str, type[TrainingOptions]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class OptionSpec:
-    """One option across the pipelines: what `tfx_pipeline.run` makes a flag of."""
-
-    name: str
-    type: str  # "int", "float", "bool" or "str"
-    help: str
-    defaults: dict[str, Any]  # pipeline -> default, for the pipelines that have the option
-    choices: tuple = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    above: float | None = None
-    below: float | None = None
-    aliases: tuple[str, ...] = ()
-    declared_in: str | None = None  # the scripts' declaration it reuses (`options.same_as`)
-
-    def flag_help(self) -> str:
-        """The help line: what it is, allowed values, each pipeline's default."""
-        text = self.help.rstrip(".")
-        if self.choices:
-            text += f"; one of {', '.join(map(str, self.choices))}"
-        values = {shown(v) for v in self.defaults.values()}
-        if len(values) == 1 and len(self.defaults) == len(PIPELINE_OPTIONS):
-            text += f" (default: {values.pop()})"
-        else:
-            defaults = ", ".join(f"{p} {shown(v)}" for p, v in self.defaults.items())
-            if len(self.defaults) < len(PIPELINE_OPTIONS):
-                text += " (only --pipeline=" + "/".join(self.defaults) + f"; default: {defaults})"
-            else:
-                text += f" (default: {defaults})"
-        return text + "."
-
-    def check(self, value: Any) -> str | None:
-        """What the option expects, if `value` is not allowed (`bert_tf.options.expected`)."""
-        metadata = {
-            "choices": self.choices,
-            "minimum": self.minimum,
-            "maximum": self.maximum,
-            "above": self.above,
-            "below": self.below,
-        }
-        return expected(metadata, value)
-
-
 def _flag_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def option_specs() -> dict[str, OptionSpec]:
-    """Every option of the pipelines' dataclasses, in field order: the help and checks of the
-    field that declares it with `option(...)`, each pipeline's default."""
-    declared: dict[str, dict] = {}
-    defaults: dict[str, dict[str, Any]] = {}
-    types: dict[str, str] = {}
-    for pipeline, cls in PIPELINE_OPTIONS.items():
-        for field in dataclasses.fields(cls):
-            if field.metadata.get("help"):
-                declared.setdefault(field.name, dict(field.metadata))
-            defaults.setdefault(field.name, {})[pipeline] = field.default
-            types[field.name] = field.type
-    missing = sorted(set(defaults) - set(declared))
-    if missing:  # a field written without option(...): no help to show
-        raise TypeError(f"options without help (declare them with configs.option): {missing}")
-    return {
-        name: OptionSpec(name=name, type=types[name], defaults=defaults[name], **declared[name])
-        for name in defaults
-    }
+def option_specs() -> dict[str, SharedOption]:
+    """Every option of the pipelines' dataclasses, in field order, as one `--pipeline`-chosen
+    flag (`bert_tf.options.shared_options`: the declaring field's help and checks, each
+    pipeline's default)."""
+    return shared_options(PIPELINE_OPTIONS, selector="pipeline")
 
 
 SCHEMA_FILE = "schema.pbtxt"  # SchemaGen's file: a run's schema folder can be a --schema_dir

@@ -31,12 +31,6 @@ CLUSTER_RUNNERS_AND_LOCAL = ["local", "beam", *CLUSTER_RUNNERS]
 OPTION_SPECS = {
     name: spec for name, spec in configs.option_specs().items() if name != "init_checkpoint"
 }
-_FLAG_DEFINERS = {
-    "int": "DEFINE_integer",
-    "float": "DEFINE_float",
-    "bool": "DEFINE_boolean",
-    "str": "DEFINE_string",
-}
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -176,14 +170,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "checks the data against it. Default: SchemaGen infers the schema from this run's data.",
         flag_values=flag_values,
     )
-    for spec in OPTION_SPECS.values():
-        text = spec.flag_help()
-        if spec.name == "task_name":
-            text += f" Tasks: {', '.join(glue.PROCESSORS)}."
-        define = getattr(flags, _FLAG_DEFINERS[spec.type])
-        define(spec.name, None, text, flag_values=flag_values)
-        for alias in spec.aliases:  # an option's earlier name
-            flags.DEFINE_alias(alias, spec.name, flag_values=flag_values)
+    options.define_shared_flags(
+        OPTION_SPECS,
+        flag_values,
+        notes={"task_name": f"Tasks: {', '.join(glue.PROCESSORS)}."},
+    )
 
 
 def is_remote(path: str) -> bool:

@@ -389,7 +389,7 @@ def suite_arguments(args: flags.FlagValues) -> dict[str, dict]:
 
 def run(args: flags.FlagValues = FLAGS) -> dict:
     """Runs the suites; writes the JSON and plots; returns the results."""
-    from bench import report, timing
+    from bench import plots, report, timing
 
     arguments = suite_arguments(args)
     threads.configure(
@@ -417,9 +417,9 @@ def run(args: flags.FlagValues = FLAGS) -> dict:
     results = {"date": today, "machine": timing.machine(), **results}
     results["goals"] = report.goals(results)
     report.write_json(out, results)
-    plots = report.plot(results, out.with_suffix(""))
+    written = plots.plot(results, out.with_suffix(""))
     print(report.table(results))
-    print(f"\nwrote {out}" + "".join(f"\n      {p}" for p in plots))
+    print(f"\nwrote {out}" + "".join(f"\n      {p}" for p in written))
     return results
 
 

@@ -117,11 +117,13 @@ def trainer_steps(
     steps_per_call: int,
     jit_compile: bool,
     workdir: str,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> Callable[[], float]:
     """`steps_per_call` steps of `Trainer`'s compiled loop on `batch`, every call; returns the
-    mean loss. What our training scripts run, for `build_model()` under `precision`."""
+    mean loss. What our training scripts run, for `build_model()` under `precision` (on one
+    device, or under `strategy`: `batch` is then the global batch)."""
     training.set_precision(precision)
-    strategy = training.get_strategy("one_device")
+    strategy = strategy or training.get_strategy("one_device")
     with strategy.scope():
         model = build_model()
         optimizer = _optimizer()
@@ -147,7 +149,12 @@ def trainer_steps(
 
 
 def ours_step(
-    case: Case, batch: dict, steps_per_call: int, jit_compile: bool, workdir: str
+    case: Case,
+    batch: dict,
+    steps_per_call: int,
+    jit_compile: bool,
+    workdir: str,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> Callable[[], float]:
     """`steps_per_call` steps of `run_pretraining`'s compiled loop; returns the mean loss."""
     return trainer_steps(
@@ -158,6 +165,7 @@ def ours_step(
         steps_per_call,
         jit_compile,
         workdir,
+        strategy,
     )
 
 

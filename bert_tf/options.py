@@ -343,6 +343,10 @@ class ModelSourceOptions:
     )
 
 
+# The dtypes the gradients may cross replicas in (`bert_tf.training.Trainer`'s all-reduce).
+ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclasses.dataclass
 class TrainingLoopOptions:
     """The training loop of every training script (`bert_tf.training.make_trainer`)."""
@@ -371,6 +375,12 @@ class TrainingLoopOptions:
     log_steps: int = option(100, "Steps between progress lines and summaries", above=0)
     gradient_accumulation_steps: int = option(
         1, "Micro-batches per optimizer step (must divide the per-replica batch)", above=0
+    )
+    all_reduce_dtype: str = option(
+        "float32",
+        "With several replicas: the dtype the gradients cross them in (one all-reduce per "
+        "step); bfloat16/float16 halve the bytes, the weights and the update stay float32",
+        choices=ALL_REDUCE_DTYPES,
     )
     head_learning_rate_multiplier: float = option(
         1.0,

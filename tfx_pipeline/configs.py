@@ -69,9 +69,15 @@ IMAGE_VOCAB_FILE = IMAGE_CACHE_DIR + "/minilm/vocab.txt"
 
 # Beam DirectRunner on every core of the machine; Dataflow/Flink/Spark args replace these.
 DEFAULT_BEAM_PIPELINE_ARGS = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
-# In this process, for small data (the demo, the tests): on a few thousand examples, starting a
-# worker process per core for every Beam component costs more than it saves.
+# In this process, for small data: starting a worker process per core for every Beam component
+# (each imports TensorFlow and TFX again) costs more than it saves. Measured on 2 cores
+# (bench/results/2026-12-07_pipeline.json), the classify pipeline on 1,000 reviews, per core ->
+# in this process: ExampleGen 29 -> 1 s, StatisticsGen 29 -> 3 s, Transform 51 -> 23 s,
+# Evaluator 38 -> 18 s.
 IN_MEMORY_BEAM_PIPELINE_ARGS = ("--direct_running_mode=in_memory", "--direct_num_workers=1")
+# local/beam runners without --beam_pipeline_args: a local --data_root holding less than this
+# runs Beam in this process (IN_MEMORY_BEAM_PIPELINE_ARGS), more on every core.
+IN_MEMORY_MAX_DATA_BYTES = 64 << 20
 
 
 @dataclasses.dataclass
@@ -105,6 +111,7 @@ class TrainingOptions:
     optimizer: str = same_as(TrainingLoopOptions, "optimizer")
     optimizer_recipe: str = same_as(TrainingLoopOptions, "optimizer_recipe")
     gradient_accumulation_steps: int = same_as(TrainingLoopOptions, "gradient_accumulation_steps")
+    all_reduce_dtype: str = same_as(TrainingLoopOptions, "all_reduce_dtype")
     warmup_proportion: float = same_as(FineTuningLoopOptions, "warmup_proportion")
     use_mixed_precision: bool = same_as(PrecisionOptions, "use_mixed_precision")
     mixed_precision_dtype: str = same_as(PrecisionOptions, "mixed_precision_dtype")

@@ -124,9 +124,18 @@ class _DenseGradients:
     (and the Trainer's multi-replica clip's), the moments are torch's.
     """
 
+    # Set by `Trainer` when it all-reduces the gradients itself (once, before the clip), so
+    # that Keras applies them without reducing them again (Keras 3 has no public switch).
+    gradients_aggregated = False
+
     def _clip_gradients(self, grads):
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         return super()._clip_gradients(grads)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.gradients_aggregated:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
 
 class _LearningRateMultipliers:

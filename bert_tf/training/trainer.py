@@ -9,6 +9,8 @@
   whole batch at once, less memory);
 - mixed precision: `mixed_float16` wraps the optimizer in `LossScaleOptimizer`, `mixed_bfloat16`
   needs no loss scaling;
+- several replicas: one gradient all-reduce per step (bucketed; `all_reduce_dtype` may halve
+  its bytes), then the clip of the summed gradient, the one-replica update;
 - checkpoints `output_dir/ckpt-<step>` every `save_checkpoints_steps` (`checkpointing`: what
   they hold; a crash mid-write or a damaged latest one leaves the one before). Rerunning with the same
   `output_dir` resumes weights, optimizer, step and input position (the dataset skips the
@@ -72,10 +74,15 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, fileio
-from bert_tf.options import TrainingLoopOptions
+from bert_tf.options import ALL_REDUCE_DTYPES, TrainingLoopOptions
 from bert_tf.training import checkpointing, training_log
 from bert_tf.training.optimization import create_optimizer, recipe_options
 from bert_tf.training.progress import Progress
+
+# Gradient buckets of the step's all-reduce (tf.distribute's `bytes_per_pack` hint, PyTorch
+# DDP's 25 MB in spirit): each bucket is one collective that starts once its gradients exist,
+# beside the backward pass still computing the others, instead of one concatenation of all.
+ALL_REDUCE_PACK_BYTES = 32 << 20
 
 LossFn = Callable[[keras.Model, Any], "tuple[tf.Tensor, dict[str, tf.Tensor]]"]
 
@@ -117,6 +124,7 @@ def make_trainer(
             "optimizer_recipe": loop.optimizer_recipe,
         },
         gradient_accumulation_steps=loop.gradient_accumulation_steps,
+        all_reduce_dtype=loop.all_reduce_dtype,
         steps_per_loop=steps_per_loop,
         save_checkpoints_steps=loop.save_checkpoints_steps,
         log_steps=loop.log_steps,
@@ -154,6 +162,10 @@ class Trainer:
         strategy: a `tf.distribute` strategy (default: the current one).
         gradient_accumulation_steps: micro-batches per optimizer step; must divide the
             per-replica batch size.
+        all_reduce_dtype: with several replicas, the dtype of the step's one gradient
+            all-reduce (float32, or bfloat16/float16: half the bytes; cast back to float32
+            before the clip and the update). Optimizers of `optimization` only; any other
+            Keras optimizer gets Keras' own all-reduce after a first one for the clip.
         steps_per_loop: optimizer steps per `tf.function` call (bounded by log/save points).
         save_checkpoints_steps: checkpoint every this many steps (and at the end).
         log_steps: log/summarise every this many steps (and at the end).
@@ -177,6 +189,7 @@ class Trainer:
         strategy: tf.distribute.Strategy | None = None,
         *,
         gradient_accumulation_steps: int = 1,
+        all_reduce_dtype: str = "float32",
         steps_per_loop: int = 100,
         save_checkpoints_steps: int = 1000,
         log_steps: int = 100,
@@ -204,6 +217,12 @@ class Trainer:
         self.output_dir = os.fspath(output_dir)  # not a Path: it would fold gs:// into gs:/
         self.strategy = strategy or tf.distribute.get_strategy()
         self.gradient_accumulation_steps = gradient_accumulation_steps
+        if all_reduce_dtype not in ALL_REDUCE_DTYPES:
+            raise ValueError(
+                f"all_reduce_dtype: expected one of {', '.join(ALL_REDUCE_DTYPES)}, "
+                f"got {all_reduce_dtype!r}"
+            )
+        self.all_reduce_dtype = tf.as_dtype(all_reduce_dtype)
         self.steps_per_loop = steps_per_loop
         self.save_checkpoints_steps = save_checkpoints_steps
         self.log_steps = log_steps
@@ -219,6 +238,13 @@ class Trainer:
             self.optimizer = optimizer
             inner = getattr(optimizer, "inner_optimizer", optimizer)
             self._global_clipnorm = inner.global_clipnorm
+            # One all-reduce per step, ours, before Keras clips: the optimizers of
+            # `optimization` then apply the sums without reducing them again.
+            self._aggregates = self.strategy.num_replicas_in_sync > 1 and hasattr(
+                inner, "gradients_aggregated"
+            )
+            if self._aggregates:
+                inner.gradients_aggregated = True
             # Built now so that a restore fills the slots at once instead of deferring.
             self.optimizer.build(model.trainable_variables)
         # A plain host variable (outside the scope, so `int()` reads it under any strategy):
@@ -280,24 +306,34 @@ class Trainer:
             loss, metrics, grads = tf.nest.map_structure(
                 lambda t: t / steps, (loss, metrics, grads)
             )
-        if self.strategy.num_replicas_in_sync > 1 and self._global_clipnorm:
+        if self._aggregates:
+            # Keras clips the sum, the one-replica update (clipping each replica's part first,
+            # as Keras would, is not).
+            grads = self._all_reduce(grads)
+        elif self.strategy.num_replicas_in_sync > 1 and self._global_clipnorm:
             grads = self._clip_across_replicas(grads)
         self.optimizer.apply(grads, self._trained_variables)
         return {"loss": loss, **metrics}
 
-    def _clip_across_replicas(self, grads):
-        """Each replica's share of the replicas' gradient sum clipped by its global norm.
-
-        Keras clips each replica's partial gradient before it sums them, which is not the
-        one-replica update (TF's own verdict: clipping belongs after the aggregation). So sum
-        here, clip, and hand each replica 1/N of the result: the optimizer's sum gives it back
-        exactly (for power-of-two N), and its own clip is then a no-op (the norm of a share is
-        at most clipnorm / N). The price is a second all-reduce per step: Keras 3 has no
-        public way to apply gradients that are already aggregated.
-        """
+    def _all_reduce(self, grads):
+        """The replicas' gradient sum (each replica's loss is already divided by their
+        number), in one all-reduce: packed into buckets of `ALL_REDUCE_PACK_BYTES` that
+        tf.distribute's collectives launch as they fill, in `all_reduce_dtype`."""
         context = tf.distribute.get_replica_context()
         dense = [tf.convert_to_tensor(g) for g in grads]  # embedding IndexedSlices included
-        total = context.all_reduce(tf.distribute.ReduceOp.SUM, dense)
+        dtypes = [g.dtype for g in dense]
+        if self.all_reduce_dtype != tf.float32:
+            dense = [tf.cast(g, self.all_reduce_dtype) for g in dense]
+        options = tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=ALL_REDUCE_PACK_BYTES
+        )
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, dense, options=options)
+        return [tf.cast(g, dtype) for g, dtype in zip(total, dtypes, strict=True)]
+
+    def _clip_across_replicas(self, grads):
+        """Another Keras optimizer: each replica's share of the clipped gradient sum (the
+        optimizer's own all-reduce gives it back exactly for power-of-two replica counts)."""
+        total = self._all_reduce(grads)
         clip_norm = self._global_clipnorm
         if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             clip_norm = clip_norm * self.optimizer.dynamic_scale  # grads are still loss-scaled
@@ -334,7 +370,10 @@ class Trainer:
         optimizer = self.optimizer
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = optimizer.inner_optimizer
-        return float(optimizer.learning_rate)
+        rate = optimizer.learning_rate
+        # A constant rate is a Keras variable; under a strategy its value is a MirroredVariable,
+        # which float() refuses (a schedule's rate is a tensor).
+        return float(tf.convert_to_tensor(getattr(rate, "value", rate)))
 
     def train(
         self,

@@ -34,6 +34,7 @@ class ComponentResult:
     node: str
     state: str  # ML Metadata's execution state (COMPLETE, CACHED, FAILED, ...), "not run"
     seconds: float | None = None
+    started: float | None = None  # epoch seconds
 
 
 @dataclasses.dataclass
@@ -295,7 +296,8 @@ def pipeline_results(
         seconds = (
             execution.last_update_time_since_epoch - execution.create_time_since_epoch
         ) / 1000
-        results.components.append(ComponentResult(node, state, seconds))
+        started = execution.create_time_since_epoch / 1000
+        results.components.append(ComponentResult(node, state, seconds, started))
         outputs = _outputs(store, execution)
         if "blessing" in outputs and "evaluation" in outputs:
             results.evaluator = node

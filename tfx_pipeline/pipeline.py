@@ -50,7 +50,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from tfx import v1 as tfx
+# TFX's own modules, not `tfx.v1`: that also imports google-cloud-aiplatform for its Vertex
+# extensions, ~9 s of every run's start (bench.run --suite=pipeline).
+from tfx.components import SchemaGen, StatisticsGen, Trainer, Transform
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.dsl.components.common.importer import Importer
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import pusher_pb2, trainer_pb2
+from tfx.types import standard_artifacts
 
 from bert_tf.tasks import glue
 from tfx_pipeline import configs, tfma_config
@@ -87,13 +94,11 @@ def _validated(
     other features than the training split's are left out of the schema and the check (SQuAD's
     eval split)."""
     excluded = list(splits_with_other_features)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if schema_dir:
-        schema_gen = tfx.components.ImportSchemaGen(
-            schema_file=os.path.join(schema_dir, configs.SCHEMA_FILE)
-        )
+        schema_gen = ImportSchemaGen(schema_file=os.path.join(schema_dir, configs.SCHEMA_FILE))
     else:
-        schema_gen = tfx.components.SchemaGen(
+        schema_gen = SchemaGen(
             statistics=statistics_gen.outputs["statistics"],
             infer_feature_shape=True,
             exclude_splits=excluded,
@@ -116,7 +121,7 @@ def _transform(example_gen, validated: list, preprocessing_fn: str, custom_confi
     _, schema_gen, validator = validated
     # No pre/post-transform statistics: StatisticsGen already describes the raw text, and
     # statistics of token ids cost as much as the transform itself while telling little.
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=preprocessing_fn,
@@ -130,13 +135,13 @@ def _transform(example_gen, validated: list, preprocessing_fn: str, custom_confi
 def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict, **inputs):
     """TFX's Trainer on `run_fn` (by import path) with `inputs` (examples, transform_graph, ...);
     `options.train_steps` 0 means num_train_epochs epochs (trainer_lib.num_train_steps)."""
-    return tfx.components.Trainer(run_fn=run_fn, **_training_args(options, custom_config), **inputs)
+    return Trainer(run_fn=run_fn, **_training_args(options, custom_config), **inputs)
 
 
 def _training_args(options: configs.TrainingOptions, custom_config: dict) -> dict:
     return {
-        "train_args": tfx.proto.TrainArgs(num_steps=options.train_steps),
-        "eval_args": tfx.proto.EvalArgs(num_steps=options.eval_steps),
+        "train_args": trainer_pb2.TrainArgs(num_steps=options.train_steps),
+        "eval_args": trainer_pb2.EvalArgs(num_steps=options.eval_steps),
         "custom_config": custom_config,
     }
 
@@ -174,9 +179,9 @@ def _transformed(transform, validated: list) -> dict:
 
 
 def _pretrained_checkpoint(init_checkpoint: str):
-    return tfx.dsl.Importer(
-        source_uri=init_checkpoint, artifact_type=tfx.types.standard_artifacts.Model
-    ).with_id("pretrained_checkpoint_importer")
+    return Importer(source_uri=init_checkpoint, artifact_type=standard_artifacts.Model).with_id(
+        "pretrained_checkpoint_importer"
+    )
 
 
 def _evaluate_and_push(
@@ -200,8 +205,8 @@ def _evaluate_and_push(
         model_blessing=evaluator.outputs["blessing"],
         infra_blessing=check.outputs["blessing"],
         baseline_model=baseline.outputs["baseline_model"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=base_directory)
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base_directory)
         ),
     )
     return [baseline, evaluator, check, pusher]
@@ -216,7 +221,7 @@ def _fingerprint(data_root: str, input_fingerprint: bool) -> tuple[list, dict]:
 
 
 def _pipeline(name, root, components, metadata_connection_config, beam_pipeline_args):
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=name,
         pipeline_root=root,
         components=components,
@@ -238,7 +243,7 @@ def create_pretraining_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """BERT pretraining on the text corpus in `data_root` (BERT's one-sentence-per-line format)."""
     fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
     example_gen = PretrainingExampleGen(
@@ -297,7 +302,7 @@ def create_classification_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
     regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
     fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
@@ -379,7 +384,7 @@ def create_squad_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """SQuAD fine-tuning on the `train*.json` / `dev*.json` files in `data_root`, warm-started
     from `init_checkpoint`; blessed on the official F1 on the dev questions."""
     fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)

@@ -20,8 +20,10 @@ components run in --image (the Trainer in --gpu_image if set), and they need no 
 network: Transform and Trainer name their functions by import path, which the image has. Without
 --vocab_file the vocab.txt beside a local --init_checkpoint is used, else the MiniLM (uncased
 BERT) vocab: the fetch cache's locally, the image's (`configs.IMAGE_VOCAB_FILE`) on
-kubeflow/vertex. --beam_pipeline_args (comma-separated) replace
-the default DirectRunner multi-processing args, e.g. with Dataflow's.
+kubeflow/vertex. --beam_pipeline_args (comma-separated) replace the default DirectRunner args,
+e.g. with Dataflow's: local/beam with a local --data_root under 64 MiB run Beam in this process
+(starting a worker process per core costs more than it saves there), otherwise a worker process
+per core.
 
 Every flag is checked before TensorFlow or TFX is imported (that import alone takes ~30 s): a
 missing, misspelt or out-of-range flag, a flag of another pipeline or runner, or a local file or

@@ -17,11 +17,16 @@ from pathlib import Path
 import bert_tfx_tests_kfp_launcher as kfp_launcher  # tests/tfx_pipeline/kfp_launcher.py (conftest.py)
 import pytest
 
+from tfx_pipeline import configs
+
 REPO = Path(__file__).resolve().parents[2]
 TESTDATA = REPO / "tests" / "testdata"
 BUCKET = "bert-tfx-ci"  # gs://: the pipeline root and the serving folder
 DATA = "ram://bert-tfx-data"  # data and checkpoint
 MODEL_NAME = "cls"
+# The first classify run has the image's default Beam runner (a worker process per core); the
+# later compiles run Beam in each step's process, as a small job would (--beam_pipeline_args).
+IN_MEMORY_BEAM = "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS)
 
 
 def _compile(pipeline_helpers, spec_file: Path, *args: str) -> None:
@@ -179,6 +184,7 @@ def test_data_with_anomalies_stops_at_the_example_validator_under_the_launcher(
         pipeline_helpers,
         spec_file,
         *_classify_args(pipeline_helpers, "polarity_new", f"--schema_dir=gs://{BUCKET}/schema"),
+        IN_MEMORY_BEAM,
     )
     checked = _launcher(bucket, spec_file, "work-new-data")
     assert "ImportSchemaGen" in checked.spec["root"]["dag"]["tasks"]
@@ -231,6 +237,7 @@ def squad_runs(bucket, pipeline_helpers):
         "--iterations_per_loop=10",
         "--min_f1=0",
         "--max_f1_decrease=100",
+        IN_MEMORY_BEAM,
     )
     launcher = _launcher(bucket, spec_file, "work-squad")
     runs = [launcher.run("run-1"), launcher.run("run-2")]

@@ -8,8 +8,8 @@ model server with both pushed models; the asserts read those runs' files and ML 
 second run of the demo's two pipeline commands is all cache (the README's pretrain command is
 test_pretrain_readme_command.py's).
 The fine-tuning pipeline runs the README's classify command in this process (the SQuAD one is
-test_squad_pipeline.py's), folders mapped and tiny-size flags appended. One pipeline run per fixture, shared by the asserts. Beam runs in memory here (the
-default multi-processing mode would start a worker process per core for each Beam component).
+test_squad_pipeline.py's), folders mapped and tiny-size flags appended. One pipeline run per fixture, shared by the asserts. No --beam_pipeline_args: on data this small
+the default runs Beam in this process.
 """
 
 import ast
@@ -66,7 +66,6 @@ MIN_TRAIN_ACCURACY = 0.8
 CLASSIFY_EPOCHS = 6.857
 CLASSIFY_MODEL = "cls"  # the README command's --model_name
 NO_BASELINE = "no model serving yet: baseline comparison skipped"  # blessing.NO_BASELINE
-BEAM_ARGS = "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS)
 PRETRAIN_COMPONENTS = {
     "PretrainingExampleGen",
     "StatisticsGen",
@@ -455,7 +454,6 @@ def _classify_args(root, pipeline_root, serving, minilm_dir, pipeline_helpers) -
         f"--max_seq_length={SEQ}",
         "--train_batch_size=16",
         "--iterations_per_loop=10",
-        BEAM_ARGS,
     ]
 
 

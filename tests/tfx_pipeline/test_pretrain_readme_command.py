@@ -27,7 +27,6 @@ from tfx_pipeline import configs, run
 # Each fixture runs a whole pipeline (5-10 min on a loaded 2-core machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
-BEAM_ARGS = "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS)
 # The README's pretrain command (tiny preset from scratch, 300 steps, its defaults otherwise)
 # on the first 40 sentences of the first 40 articles.
 README_ARTICLES, README_SENTENCES = 40, 40
@@ -54,7 +53,7 @@ def readme_pretrain(tmp_path_factory, gensim_dir, minilm_dir, pipeline_helpers) 
         [d[:README_SENTENCES] for d in documents[:README_ARTICLES]], root / "corpus" / "wiki.txt"
     )
     paths = {"corpus": root / "corpus", "runs/tfx": root / "tfx", "runs/serving": root / "serving"}
-    args = [*pipeline_helpers.readme_pipeline_args("pretrain", paths, minilm_dir), BEAM_ARGS]
+    args = [*pipeline_helpers.readme_pipeline_args("pretrain", paths, minilm_dir)]
     pipeline_helpers.run_in_process(run, *args)
     names = [a.partition("=")[2] for a in args if a.startswith("--model_name=")]
     model_name = names[-1] if names else "bert"  # tfx_pipeline.run's default

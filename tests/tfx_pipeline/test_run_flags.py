@@ -79,6 +79,34 @@ def test_readme_classify_command_needs_no_metadata_path(classify_args, tmp_path)
     assert run_flags.metadata_path(flag_values) == "/tmp/m.sqlite"
 
 
+def test_beam_runs_in_this_process_only_for_small_local_data(classify_args, tmp_path, monkeypatch):
+    """Without --beam_pipeline_args: local/beam runners on a local --data_root under the limit
+    run Beam in this process, larger or remote data and the cluster runners a worker process
+    per core; given args always win."""
+    in_memory = []  # Beam's defaults: configs.IN_MEMORY_BEAM_PIPELINE_ARGS
+    per_core = list(configs.DEFAULT_BEAM_PIPELINE_ARGS)
+    args, why = run_flags.beam_pipeline_args(_parsed(*classify_args))
+    assert args == in_memory and why.startswith("in this process: --data_root holds 0.0 MiB")
+    assert run_flags.beam_pipeline_args(_parsed(*classify_args, "--runner=beam"))[0] == in_memory
+    size = sum(f.stat().st_size for f in (tmp_path / "data").iterdir())
+    monkeypatch.setattr(configs, "IN_MEMORY_MAX_DATA_BYTES", size)  # at the limit: still small
+    assert run_flags.beam_pipeline_args(_parsed(*classify_args))[0] == in_memory
+    monkeypatch.setattr(configs, "IN_MEMORY_MAX_DATA_BYTES", size - 1)
+    args, why = run_flags.beam_pipeline_args(_parsed(*classify_args))
+    assert args == per_core and "more than" in why
+    monkeypatch.undo()
+    remote = [a for a in classify_args if not a.startswith("--data_root")] + [
+        "--data_root=gs://b/d"
+    ]
+    assert run_flags.beam_pipeline_args(_parsed(*remote))[0] == per_core
+    assert run_flags.beam_pipeline_args(_parsed(*classify_args, "--runner=kubeflow"))[0] == per_core
+    given = "--beam_pipeline_args=--runner=DataflowRunner,--project=p"
+    assert run_flags.beam_pipeline_args(_parsed(*classify_args, given)) == (
+        ["--runner=DataflowRunner", "--project=p"],
+        "--beam_pipeline_args",
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -77,8 +77,6 @@ def squad_run(tmp_path_factory, squad_data, minilm_dir, pipeline_helpers) -> Pat
     pipeline_helpers.run_in_process(
         run,
         *pipeline_args(squad_data, root, minilm_dir, pipeline_helpers),
-        # Beam in memory: multi-processing would start a worker process per core.
-        "--beam_pipeline_args=--direct_running_mode=in_memory,--direct_num_workers=1",
         # The Tuner tries 1e-9 and 1e-4 (each 60 steps); the Trainer trains with the better.
         *pipeline_helpers.tune_flags,
         "--tune_num_train_epochs=1",

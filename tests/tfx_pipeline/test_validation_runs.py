@@ -21,12 +21,11 @@ from absl import flags
 from google.protobuf import json_format
 
 from bert_tf.data import corpora
-from tfx_pipeline import configs, run
+from tfx_pipeline import run
 from tfx_pipeline.runners import build, checks, run_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-BEAM_ARGS = "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS)
 AFTER_VALIDATOR = {"Transform", "Trainer", "ServingBaseline", "Evaluator", "Pusher"}
 
 
@@ -45,7 +44,6 @@ def _args(data: Path, root: Path, minilm_dir: Path, pipeline_helpers, *extra: st
     return [
         *pipeline_helpers.readme_pipeline_args("classify", paths, minilm_dir),
         "--max_seq_length=32",
-        BEAM_ARGS,
         *extra,
     ]
 

@@ -42,7 +42,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_specs
 from tfx import types
-from tfx import v1 as tfx
+from tfx.components.evaluator import component as evaluator_component
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
@@ -220,7 +220,7 @@ class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
     }
 
 
-class Evaluator(tfx.components.Evaluator):
+class Evaluator(evaluator_component.Evaluator):
     """`tfx.components.Evaluator` with the executor above and its data-baseline margin.
 
     Args:

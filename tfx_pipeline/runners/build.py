@@ -21,7 +21,7 @@ def build_pipeline(flag_values: flags.FlagValues):
     """The pipeline the flags describe (checks.check_flags() first); exits with a one-line error
     on a problem only building it finds (the model source against the options, or a ValueError
     of the pipeline's)."""
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata as tfx_metadata
 
     from bert_tf import checkpoints, model_source
     from bert_tf.data import fetch
@@ -43,7 +43,7 @@ def build_pipeline(flag_values: flags.FlagValues):
         vocab_file = str(fetch.path("minilm", "vocab.txt"))
     metadata = None
     if not cluster:
-        metadata = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        metadata = tfx_metadata.sqlite_metadata_connection_config(
             run_flags.metadata_path(flag_values)
         )
     common = {
@@ -53,7 +53,7 @@ def build_pipeline(flag_values: flags.FlagValues):
         "serving_model_dir": flag_values.serving_model_dir,
         "model_name": flag_values.model_name,
         "metadata_connection_config": metadata,
-        "beam_pipeline_args": flag_values.beam_pipeline_args or configs.DEFAULT_BEAM_PIPELINE_ARGS,
+        "beam_pipeline_args": run_flags.beam_pipeline_args(flag_values)[0],
     }
     if flag_values.pipeline_name:
         common["pipeline_name"] = flag_values.pipeline_name

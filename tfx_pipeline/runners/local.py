@@ -132,6 +132,7 @@ def run_locally(flag_values: flags.FlagValues) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with summary.RunLog(log_file, verbose=flag_values.verbose) as run_log:
         run_log.print(f"full log: {log_file}")
+        run_log.print(f"Beam: {run_flags.beam_pipeline_args(flag_values)[1]}")
         run_log.print(f"[{run_log.clock()}] loading TensorFlow and TFX, building the pipeline")
         tfx_pipeline = failure = None
         try:
@@ -141,9 +142,9 @@ def run_locally(flag_values: flags.FlagValues) -> None:
 
                 BeamDagRunner().run(tfx_pipeline)
             else:
-                from tfx import v1 as tfx
+                from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-                tfx.orchestration.LocalDagRunner().run(tfx_pipeline)
+                LocalDagRunner().run(tfx_pipeline)
         except Exception as e:  # a component failed: its traceback goes to the log file
             if tfx_pipeline is None:
                 raise

@@ -110,7 +110,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         flag_values=flag_values,
     )
     flags.DEFINE_list(
-        "beam_pipeline_args", None, "Beam args, comma-separated.", flag_values=flag_values
+        "beam_pipeline_args",
+        None,
+        "Beam args, comma-separated (default: the DirectRunner, in this process for local/beam "
+        f"runners on a local --data_root under {configs.IN_MEMORY_MAX_DATA_BYTES >> 20} MiB, "
+        "else a worker process per core).",
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "output_spec_file",
@@ -207,6 +212,50 @@ def pipeline_options(flag_values: flags.FlagValues, cls):
     if flag_values.init_checkpoint and cls is configs.PretrainingOptions:
         values["init_checkpoint"] = flag_values.init_checkpoint
     return cls(**values)
+
+
+def _folder_bytes(folder: str, limit: int) -> int | None:
+    """The bytes of the files under a local `folder`, counted up to just past `limit`; None if
+    it cannot be read."""
+    total = 0
+    try:
+        for parent, _, files in os.walk(folder, onerror=_raise):
+            for name in files:
+                total += os.path.getsize(os.path.join(parent, name))
+                if total > limit:
+                    return total
+    except OSError:
+        return None
+    return total
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def beam_pipeline_args(flag_values: flags.FlagValues) -> tuple[list[str], str]:
+    """The Beam args of the pipeline's components and why: --beam_pipeline_args when given;
+    local/beam runners on a small local --data_root (< configs.IN_MEMORY_MAX_DATA_BYTES): the
+    DirectRunner in this process; otherwise the DirectRunner on every core (a cluster's
+    container, or data too large for one process to be quicker)."""
+    if flag_values.beam_pipeline_args:
+        return list(flag_values.beam_pipeline_args), "--beam_pipeline_args"
+    limit = configs.IN_MEMORY_MAX_DATA_BYTES
+    data_root = flag_values.data_root
+    if flag_values.runner not in CLUSTER_RUNNERS and data_root and not is_remote(data_root):
+        size = _folder_bytes(local_path(data_root), limit)
+        if size is not None and size <= limit:
+            # No args: Beam's defaults are configs.IN_MEMORY_BEAM_PIPELINE_ARGS, and without
+            # args TFX does not build an sdist of itself for Beam's workers in every Beam
+            # component (~1.5 s each).
+            return [], (
+                f"in this process: --data_root holds {size / 2**20:.1f} MiB (<= {limit >> 20} MiB)"
+            )
+        if size is not None:
+            return list(configs.DEFAULT_BEAM_PIPELINE_ARGS), (
+                f"a worker process per core: --data_root holds more than {limit >> 20} MiB"
+            )
+    return list(configs.DEFAULT_BEAM_PIPELINE_ARGS), "a worker process per core"
 
 
 def metadata_path(flag_values: flags.FlagValues) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import pipeline_report
 from bench.report import threads_label
 from bert_tf import fileio
 
@@ -240,4 +241,8 @@ def plot(results: dict, stem: Path) -> list[Path]:
             axes[2].set_yscale("log")
 
         _save(out("finetune"), draw_finetune, 3)
+    if "pipeline" in suites:
+        pipeline_report.draw(
+            suites["pipeline"], lambda draw, panels: _save(out("pipeline"), draw, panels)
+        )
     return written

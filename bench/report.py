@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench import pipeline_report
 from bert_tf import fileio
 
 TRAIN_RATIO_GOAL = 1.0
@@ -150,6 +151,8 @@ def goals(results: dict) -> list[dict]:
                 infer[mode]["ratio"],
                 infer[mode]["ratio"] >= FINETUNE_RATIO_GOAL,
             )
+    if "pipeline" in suites:
+        pipeline_report.goals(suites["pipeline"], add)
     return out
 
 
@@ -322,6 +325,8 @@ def table(results: dict) -> str:
                         f"{m['sequences_per_s']['median']:>9.1f}"
                         f"{_spread(m['sequences_per_s']):>8}{ratio:>7}"
                     )
+    if "pipeline" in suites:
+        lines += pipeline_report.table_lines(suites["pipeline"])
     lines += ["", "GOALS"]
     for g in results["goals"]:
         status = {True: "MET", False: "NOT MET", None: "not measured"}[g["met"]]

@@ -19,6 +19,9 @@ warm-up round and reports the median and the min..max spread):
   parity (`bench.tokenize_suite`);
 - `serve`: the local model server under 1/4/16 concurrent gRPC clients, batching off vs on
   (`bench.serve_suite`);
+- `pipeline`: the local classify pipeline (README command, per Beam mode) beside the scripts doing
+  the same training, evaluation and export, wall and CPU seconds per component, and the model
+  server's time to ready beside a bare SavedModel load (`bench.pipeline_suite`);
 - `finetune`: fine-tuning step throughput and peak memory, ours (`run_classifier`'s step) vs HF
   transformers on PyTorch (`bench.hf_worker` in `make reference-env`'s .venv-ref), and raw text ->
   pooled output, our TF Serving export vs HF's tokenizer + model (`bench.finetune_suite`).
@@ -26,8 +29,9 @@ warm-up round and reports the median and the min..max spread):
 Writes `--out` (JSON: the machine; per suite its flags, seconds, load average and measurements;
 the goals) and one PNG per suite beside it (`<name>_<suite>.png`), and prints the table. The
 defaults took about 80 minutes on a loaded 2-core CPU, 61 of them in the train suite
-(XLA-compiling `base` alone ~10); `--preset=tiny,mini` or one suite at a time with `--merge` is
-quicker. On a GPU pass larger settings (see README "Benchmarks").
+(XLA-compiling `base` alone ~10), before the pipeline suite (~30 minutes more at its defaults:
+10,000 reviews train for a while); `--preset=tiny,mini` or one suite at a time with `--merge`
+is quicker. On a GPU pass larger settings (see README "Benchmarks").
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 from absl import flags, logging
 
 import bench  # noqa: F401  (quiets TensorFlow's C++ logs before its import)
+from bench import pipeline_suite
 from bench.hf_reference import DEFAULT_REFERENCE_PYTHON
 from bert_tf import flags_util, threads
 from bert_tf.modeling.configs import PRESETS
@@ -56,6 +61,7 @@ SUITE_FUNCTIONS = {
     "tokenize": ("bench.tokenize_suite", "run"),
     "serve": ("bench.serve_suite", "run"),
     "finetune": ("bench.finetune_suite", "run"),
+    "pipeline": ("bench.pipeline_suite", "run"),
 }
 SUITES = tuple(SUITE_FUNCTIONS)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -245,6 +251,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
         "made by `make reference-env`); infer leaves HF transformers out (with a warning) when "
         "there is none.",
     )
+    pipeline_suite.define_flags(define)
 
 
 def _per_preset(flag: str, values: list[str], presets: list[str]) -> dict[str, int]:
@@ -382,6 +389,20 @@ def suite_arguments(args: flags.FlagValues) -> dict[str, dict]:
             "throughput_calls": args.throughput_calls,
             "infer_rounds": args.throughput_rounds,
             "reference_python": _existing_file("reference_python", args.reference_python),
+        },
+        "pipeline": lambda: {
+            "rows": _ints("pipeline_rows", args.pipeline_rows),
+            "documents": _ints("pipeline_documents", args.pipeline_documents),
+            "pretrain_steps": args.pipeline_pretrain_steps,
+            "beam_modes": _choices(
+                "pipeline_beam_modes", args.pipeline_beam_modes, tuple(pipeline_suite.BEAM_MODES)
+            ),
+            "epochs": args.pipeline_epochs,
+            "seq_length": args.pipeline_seq_length,
+            "batch_size": args.pipeline_batch_size,
+            "learning_rate": args.pipeline_learning_rate,
+            "server_rounds": args.server_rounds,
+            "work_dir": args.pipeline_work_dir,
         },
     }
     return {suite: arguments[suite]() for suite in suites}

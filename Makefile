@@ -80,8 +80,10 @@ format: setup
 TEST_WORKERS ?= 2
 # PYTEST_ARGS: more pytest options, e.g. CI's --durations=40 (the slowest tests, listed).
 PYTEST_ARGS ?=
+# --no-loadscope-reorder: the files in tests/conftest.py's order (the longest first), not
+# xdist's default of the files with the most tests first.
 test: setup lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The quick files carry the `fast` marker (the modelling core among them); tests/BUILD's fast
 # list, CI's Bazel pass, names the same files (tests/test_fast_selection.py).

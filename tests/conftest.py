@@ -349,10 +349,22 @@ def pytest_report_header() -> str | None:
     return f"{SHUFFLE_ENV}={seed}: files and each file's tests shuffled" if seed else None
 
 
+# The longest files' minutes in CI (`--durations`, 2026-12-06, fixtures included): started
+# first, longest first, so that none of them starts last and runs alone at the end.
+LONGEST_FILES_MINUTES = {
+    "tfx_pipeline/test_kfp_launcher_classify.py": 24,
+    "tfx_pipeline/test_pipelines.py": 15,
+    "tfx_pipeline/test_kfp_launcher.py": 12,
+    "bench/test_bench_pipeline.py": 7,
+    "tfx_pipeline/test_squad_pipeline.py": 7,
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with slow tests first, each file's tests in their order (or shuffled, see
-    SHUFFLE_ENV): `make test` spreads files over two workers (pytest-xdist `--dist loadfile`),
-    and a long file started last would run alone at the end."""
+    """The longest files first (LONGEST_FILES_MINUTES), then the other files with slow tests,
+    then the rest; each file's tests in their order (or shuffled, see SHUFFLE_ENV): `make test`
+    spreads files over two workers (pytest-xdist `--dist loadfile`), and a long file started
+    last would run alone at the end."""
     if seed := os.environ.get(SHUFFLE_ENV):
         random.Random(seed).shuffle(items)
         first = {}
@@ -360,4 +372,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             first.setdefault(item.path, index)
         items.sort(key=lambda item: first[item.path])  # stable: the shuffle within a file stays
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    tests = Path(__file__).resolve().parent
+
+    def minutes(item: pytest.Item) -> int:
+        relative = Path(item.path).resolve().relative_to(tests).as_posix()
+        return LONGEST_FILES_MINUTES.get(relative, 0)
+
+    items.sort(key=lambda item: (-minutes(item), item.path not in slow_files))

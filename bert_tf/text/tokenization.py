@@ -25,12 +25,15 @@ Exported SavedModels use tensorflow-text ops: `import tensorflow_text` before lo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder
 
 from bert_tf.flags_util import decode_utf8
 
@@ -141,6 +144,16 @@ def normalize_text(text: tf.Tensor, lower_case: bool) -> tf.Tensor:
     return text
 
 
+@functools.lru_cache(maxsize=4)
+def _wordpiece_model(vocabulary: tuple[str, ...]) -> bytes:
+    """FastWordpieceTokenizer's model (flatbuffer) for `vocabulary`, as its `vocab=` argument
+    builds it with our settings: "##" suffixes, [UNK], `_MAX_BYTES_PER_WORD`, pretokenized on
+    whitespace and punctuation, no detokenization. Cached: tracing builds it again and again."""
+    return pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+        list(vocabulary), _MAX_BYTES_PER_WORD, "##", SPECIAL_TOKENS[1], False, False
+    )
+
+
 def _as_vocab_list(vocabulary: str | os.PathLike | Sequence[str]) -> list[str]:
     if isinstance(vocabulary, (str, os.PathLike)):
         return load_vocab(vocabulary)
@@ -190,11 +203,14 @@ class BertTokenizer(_StringLayer):
         # Its word limit counts UTF-8 bytes (`max_bytes_per_word`), HF's counts characters: it
         # is set high enough for any 100-character word and `_unk_long_words` applies HF's rule.
         self._wordpiece = tf_text.FastBertTokenizer(
-            vocab=list(self.vocabulary),
             token_out_type=tf.int32,
-            unknown_token=SPECIAL_TOKENS[1],
             lower_case_nfd_strip_accents=False,
-            max_bytes_per_word=_MAX_BYTES_PER_WORD,
+            # Built here, not from `vocab=`: tf-text turns its model into a constant through a
+            # Python list of ints, ~1 s per construction in graph mode for a 30k vocab, and
+            # TF Transform traces the preprocessing_fn (so builds the tokenizer) ~8 times.
+            fast_wordpiece_model_buffer=tf.constant(
+                np.frombuffer(_wordpiece_model(self.vocabulary), np.uint8)
+            ),
         )
         self._tokens = tf.constant(self.vocabulary)
         # Per token id: does it continue a word ("##" piece), and how many characters of the

@@ -70,7 +70,7 @@ from bert_tf.text.tokenization import (
     trim_to_longest,
 )
 from serving import op_check
-from serving.signatures import WARMUP_FILE, set_method_names
+from serving.signatures import CLASS_NAMES_ASSET, WARMUP_FILE, set_method_names
 
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
 SQUAD_OPTIONS_ASSET = os.path.join("assets", "squad_options.json")
@@ -328,7 +328,8 @@ def export_classifier(
         raise ValueError(
             f"label_names has {len(label_names)} names for a {num_classes}-class classifier"
         )
-    names = tf.constant(list(label_names or [str(i) for i in range(num_classes)]))
+    class_names = list(label_names or [str(i) for i in range(num_classes)])
+    names = tf.constant(class_names)
 
     def logits_of(text_a, text_b):
         features = trim_to_longest(pair_features(preprocessor, text_a, text_b))
@@ -396,6 +397,9 @@ def export_classifier(
         warmup_inputs,
         {examples_key: method},
         allow_ops=allow_ops,
+        extra_files=None
+        if regression
+        else {CLASS_NAMES_ASSET: json.dumps(class_names, ensure_ascii=False) + "\n"},
     )
 
 

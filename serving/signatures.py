@@ -24,6 +24,9 @@ SAVED_MODEL_FILENAME = "saved_model.pb"
 
 # TF Serving's warmup records inside a SavedModel version (replayed before it serves).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# A classifier export's class names (a JSON list, index = class id): what its `classify`
+# signature's `classes` holds, readable without loading the model (the pipeline's Evaluator).
+CLASS_NAMES_ASSET = os.path.join("assets", "class_names.json")
 
 
 def _read_saved_model(export_dir: str) -> saved_model_pb2.SavedModel:

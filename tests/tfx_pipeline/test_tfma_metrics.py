@@ -187,3 +187,51 @@ def test_eval_config_blesses_on_the_main_metric_against_the_last_blessed_model()
         "ExampleCount",
         "SparseCategoricalAccuracy",
     ]
+
+
+def test_class_names_come_from_the_export_asset_and_equal_the_classify_signature(tmp_path):
+    """The Evaluator reads a classifier export's class names from its CLASS_NAMES_ASSET (no
+    model load); they are the `classes` its `classify` signature answers with, and an export
+    without the asset is read through the signature."""
+    import tensorflow_text  # noqa: F401  (the exported tokenizer's ops)
+
+    from bert_tf.modeling.configs import BertConfig
+    from bert_tf.modeling.encoder import build_encoder
+    from bert_tf.modeling.models import BertClassifier
+    from bert_tf.text.tokenization import BertPreprocessor
+    from serving.export_lib import export_classifier
+    from serving.signatures import CLASS_NAMES_ASSET
+    from tfx_pipeline.components import tfma_evaluator
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
+    names = ["négatif", "positif", "neutre"]
+    model = BertClassifier(build_encoder(BertConfig.from_preset("tiny", vocab_size=len(vocab))), 3)
+    model_dir = export_classifier(
+        model, BertPreprocessor(vocab, seq_length=8), tmp_path / "model", 1, label_names=names
+    )
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={"text_a": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"good"]))}
+        )
+    ).SerializeToString()
+    classes = tf.saved_model.load(model_dir).signatures["classify"](inputs=tf.constant([example]))
+    assert [c.decode() for c in classes["classes"].numpy()[0]] == names
+    artifact = str(tmp_path / "artifact")  # a Trainer's Model artifact: <uri>/Format-Serving
+    tf.io.gfile.makedirs(artifact)
+    tf.io.gfile.rename(model_dir, tf.io.gfile.join(artifact, "Format-Serving"))
+    assert tfma_evaluator.class_names(artifact) == names
+    asset = tf.io.gfile.join(artifact, "Format-Serving", CLASS_NAMES_ASSET)
+    tf.io.gfile.remove(asset)
+    assert tfma_evaluator.class_names(artifact) == names  # through the signature
+    with tf.io.gfile.GFile(asset, "w") as f:
+        f.write('{"names": 3}')
+    with pytest.raises(ValueError, match="class_names.json: expected a JSON list"):
+        tfma_evaluator.class_names(artifact)
+    regressor = export_classifier(
+        BertClassifier(build_encoder(BertConfig.from_preset("tiny", vocab_size=len(vocab))), 1),
+        BertPreprocessor(vocab, seq_length=8),
+        tmp_path / "regressor",
+        1,
+        regression=True,
+    )
+    assert not tf.io.gfile.exists(tf.io.gfile.join(regressor, CLASS_NAMES_ASSET))

@@ -50,6 +50,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import io_utils, json_utils, proto_utils
 
 from bert_tf.tfrecords import check_tfrecord_files
+from serving.signatures import CLASS_NAMES_ASSET
 from tfx_pipeline.components import blessing, model_artifact
 
 DATA_BASELINES_FILE = "data_baselines.json"  # tfx_pipeline.metadata reads it too
@@ -84,10 +85,18 @@ def read_labels(split_uris: list[str], regression: bool) -> np.ndarray:
 
 
 def class_names(model: types.Artifact | str) -> list[str]:
-    """The class names the exported model's `classify` signature answers with (its `classes`)."""
+    """The class names the exported model's `classify` signature answers with (its `classes`):
+    from the export's `CLASS_NAMES_ASSET`, else (an export without one) from the signature."""
     import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
     path = model_artifact.serving_dir(model)
+    asset = os.path.join(path, CLASS_NAMES_ASSET)
+    if tf.io.gfile.exists(asset):  # loading the model only for them takes seconds
+        with tf.io.gfile.GFile(asset) as f:
+            names = json.load(f)
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"Evaluator: {asset}: expected a JSON list of class names")
+        return names
     signatures = tf.saved_model.load(path).signatures
     if "classify" not in signatures:
         raise ValueError(f"Evaluator: {path} has no classify signature")

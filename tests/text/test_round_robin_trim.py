@@ -14,7 +14,7 @@ import tensorflow_text as tf_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bert_tf.text.tokenization import round_robin_trim
+from bert_tf.text.packer import round_robin_trim
 
 
 def _ragged(rows: list[list[int]], splits_dtype=tf.int64) -> tf.RaggedTensor:

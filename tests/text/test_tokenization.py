@@ -11,14 +11,13 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 import tokenizers
 
+from bert_tf.text.packer import BertPacker, round_robin_trim
 from bert_tf.text.tokenization import (
     SPECIAL_TOKENS,
-    BertPacker,
     BertPreprocessor,
     BertTokenizer,
     SpecialTokenIds,
     load_vocab,
-    round_robin_trim,
 )
 
 pytestmark = pytest.mark.fast  # `make check` and CI's Bazel pass (tests/BUILD's fast)

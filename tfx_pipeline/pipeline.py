@@ -61,6 +61,7 @@ from tfx.types import standard_artifacts
 
 from bert_tf.tasks import glue
 from tfx_pipeline import configs, tfma_config
+from tfx_pipeline.components import distributed_trainer
 from tfx_pipeline.components.bulk_inferrer import BulkInferrer
 from tfx_pipeline.components.example_validator import ExampleValidator
 from tfx_pipeline.components.input_fingerprint import InputFingerprint
@@ -132,10 +133,27 @@ def _transform(example_gen, validated: list, preprocessing_fn: str, custom_confi
     return transform
 
 
-def _trainer(run_fn: str, options: configs.TrainingOptions, custom_config: dict, **inputs):
+def _trainer(
+    run_fn: str,
+    options: configs.TrainingOptions,
+    custom_config: dict,
+    trainer_cluster: dict | None = None,
+    **inputs,
+):
     """TFX's Trainer on `run_fn` (by import path) with `inputs` (examples, transform_graph, ...);
-    `options.train_steps` 0 means num_train_epochs epochs (trainer_lib.num_train_steps)."""
-    return Trainer(run_fn=run_fn, **_training_args(options, custom_config), **inputs)
+    `options.train_steps` 0 means num_train_epochs epochs (trainer_lib.num_train_steps).
+    With `trainer_cluster` (runners/kubeflow.trainer_cluster(): custom_config entries) a Trainer
+    spanning hosts: a TFJob (open-source KFP) or TFX's Vertex training extension, keeping the
+    task name "Trainer"."""
+    if not trainer_cluster:
+        return Trainer(run_fn=run_fn, **_training_args(options, custom_config), **inputs)
+    args = _training_args(options, {**custom_config, **trainer_cluster})
+    if distributed_trainer.TFJOB_KEY in trainer_cluster:
+        return distributed_trainer.TFJobTrainer(run_fn=run_fn, **args, **inputs).with_id("Trainer")
+    # Loads google-cloud-aiplatform (~8 s): only when compiling a Vertex Trainer.
+    from tfx_pipeline.components import vertex_trainer
+
+    return vertex_trainer.VertexTrainer(run_fn=run_fn, **args, **inputs).with_id("Trainer")
 
 
 def _training_args(options: configs.TrainingOptions, custom_config: dict) -> dict:
@@ -151,18 +169,21 @@ def _tuned_trainer(
     tuner_fn: str,
     options: configs.FineTuningOptions,
     custom_config: dict,
+    trainer_cluster: dict | None = None,
     **inputs,
 ) -> list:
     """[Trainer], or with `options.tune` [Tuner, Trainer]: the Tuner (`tuner_fn`, the same
     inputs) searches the BERT paper's grid on the dev split and the Trainer trains with its
-    best hyperparameters."""
+    best hyperparameters. `trainer_cluster`: the Trainer's hosts (_trainer); the Tuner's trials
+    stay on one host."""
     if not options.tune:
-        return [_trainer(run_fn, options, custom_config, **inputs)]
+        return [_trainer(run_fn, options, custom_config, trainer_cluster, **inputs)]
     tuner = Tuner(tuner_fn=tuner_fn, **_training_args(options, custom_config), **inputs)
     trainer = _trainer(
         run_fn,
         options,
         custom_config,
+        trainer_cluster,
         hyperparameters=tuner.outputs["best_hyperparameters"],
         **inputs,
     )
@@ -243,6 +264,7 @@ def create_pretraining_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
+    trainer_cluster: dict | None = None,
 ) -> Pipeline:
     """BERT pretraining on the text corpus in `data_root` (BERT's one-sentence-per-line format)."""
     fingerprint, fingerprinted = _fingerprint(data_root, input_fingerprint)
@@ -262,7 +284,11 @@ def create_pretraining_pipeline(
     config = configs.custom_config(options, vocab_file=vocab_file)
     transform = _transform(example_gen, validated, configs.PRETRAINING_PREPROCESSING_FN, config)
     trainer = _trainer(
-        configs.PRETRAINING_RUN_FN, options, config, **_transformed(transform, validated)
+        configs.PRETRAINING_RUN_FN,
+        options,
+        config,
+        trainer_cluster,
+        **_transformed(transform, validated),
     )
     evaluate_and_push = _evaluate_and_push(
         trainer,
@@ -302,6 +328,7 @@ def create_classification_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
+    trainer_cluster: dict | None = None,
 ) -> Pipeline:
     """Fine-tuning on a GLUE or text-classification task folder (classification, or STS-B
     regression), warm-started from `init_checkpoint`; blessed on the task's main metric."""
@@ -320,6 +347,7 @@ def create_classification_pipeline(
         configs.CLASSIFICATION_TUNER_FN,
         options,
         config,
+        trainer_cluster,
         base_model=pretrained.outputs["result"],
         **_transformed(transform, validated),
     )
@@ -384,6 +412,7 @@ def create_squad_pipeline(
     beam_pipeline_args: Sequence[str] = configs.DEFAULT_BEAM_PIPELINE_ARGS,
     schema_dir: str = "",
     input_fingerprint: bool = False,
+    trainer_cluster: dict | None = None,
 ) -> Pipeline:
     """SQuAD fine-tuning on the `train*.json` / `dev*.json` files in `data_root`, warm-started
     from `init_checkpoint`; blessed on the official F1 on the dev questions."""
@@ -406,6 +435,7 @@ def create_squad_pipeline(
         configs.SQUAD_TUNER_FN,
         options,
         configs.custom_config(options, vocab_file=vocab_file),
+        trainer_cluster,
         examples=example_gen.outputs["examples"],
         base_model=pretrained.outputs["result"],
     )

@@ -145,6 +145,20 @@ def transformed_dataset(
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
+# multi_worker_mirrored's strategy, once per process: it must exist before any TensorFlow op,
+# so a Trainer replica creates it first (components/distributed_trainer.py) and train() reuses it.
+_MULTI_WORKER_STRATEGY: list[tf.distribute.Strategy] = []
+
+
+def get_strategy(name: str) -> tf.distribute.Strategy:
+    """`bert_tf.training.get_strategy(name)`; multi_worker_mirrored's made once per process."""
+    if name != "multi_worker_mirrored":
+        return training.get_strategy(name)
+    if not _MULTI_WORKER_STRATEGY:
+        _MULTI_WORKER_STRATEGY.append(training.get_strategy(name))
+    return _MULTI_WORKER_STRATEGY[0]
+
+
 def train(
     build_model: Callable[[], keras.Model],
     loss_fn: training.LossFn,
@@ -156,7 +170,7 @@ def train(
 ) -> keras.Model:
     """Builds the model under the chosen strategy and runs `bert_tf.training.Trainer`."""
     precision = options_lib.from_dict(PrecisionOptions, options)
-    strategy = training.get_strategy(options["distribution_strategy"])
+    strategy = get_strategy(options["distribution_strategy"])
     training.seed_and_precision(options["seed"], precision)
     with strategy.scope():
         model = build_model()

@@ -24,8 +24,11 @@ import bert_tfx_tests_kfp_launcher as kfp_launcher  # tests/tfx_pipeline/kfp_lau
 import numpy as np
 import pytest
 
+from tfx_pipeline.components import tfjob
+
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "bert-tfx-ci"
+TRAINER_REPLICAS = 2
 
 # --- the harness on a hand-written spec --------------------------------------------------------
 
@@ -463,7 +466,9 @@ def test_ram_buckets_and_image_files_are_seen_by_every_process_of_a_pod(tmp_path
 def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
     """`tfx_pipeline.run --runner=kubeflow` for the pretraining pipeline at `make demo`'s tiny
     size (10 Wikipedia articles of 50 sentences, 40 steps), every path a gs:// URI, and the
-    bucket's local stand-in holding the corpus and vocab."""
+    bucket's local stand-in holding the corpus and vocab. Its Trainer spans 2 hosts (LAMB,
+    2-step accumulation, multi_worker_mirrored): its task submits a TFJob, run here as 2 local
+    processes with the TF_CONFIG the Training Operator would give each (tfjob.LocalClient)."""
     from bert_tf.data import corpora
     from demo import run as demo
     from tfx_pipeline import configs, run
@@ -495,9 +500,15 @@ def compiled(tmp_path_factory, gensim_dir, vocab_file, pipeline_helpers):
         "--min_masked_lm_gain=-1",
         "--min_next_sentence_gain=-1",
         "--beam_pipeline_args=" + ",".join(configs.IN_MEMORY_BEAM_PIPELINE_ARGS),
+        # The issue's paper-scale settings at this size: a Trainer of TRAINER_REPLICAS hosts.
+        f"--trainer_replicas={TRAINER_REPLICAS}",
+        "--distribution_strategy=multi_worker_mirrored",
+        "--optimizer=lamb",
+        "--gradient_accumulation_steps=2",
         f"--output_spec_file={spec_file}",
     )
     launcher = kfp_launcher.for_repository(spec_file, gcs, root / "work", REPO)
+    launcher.env[tfjob.CLIENT_ENV] = "local"  # the Trainer task's replicas: local processes
     return launcher, gcs / BUCKET / "serving" / demo.MODEL_NAME
 
 
@@ -576,6 +587,48 @@ def test_every_container_task_ran_and_the_model_was_pushed(compiled, first_run):
     assert pushed["pushed"] == 1
     serving = f"gs://{BUCKET}/serving/{model_base_path.name}"
     assert pushed["pushed_destination"] == f"{serving}/{version}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_trainer_ran_as_a_tfjob_of_two_replicas(compiled, first_run):
+    """The Trainer task submitted a TFJob of one Chief and one Worker; each replica ran TFX's
+    Trainer executor with the TF_CONFIG the operator gives it, in one 2-replica
+    multi_worker_mirrored cluster, LAMB with accumulation; the chief's model is the one pushed."""
+    from tfx_pipeline import trainer_lib
+    from tfx_pipeline.components import distributed_trainer
+
+    launcher, _ = compiled
+    config = json.loads(
+        launcher.spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]["custom_config"][
+            "runtimeValue"
+        ]["constant"]
+    )
+    assert {k: config[tfjob.TFJOB_KEY][k]["replicas"] for k in ("Chief", "Worker")} == {
+        "Chief": 1,
+        "Worker": TRAINER_REPLICAS - 1,
+    }
+    run_dir = _local(launcher, first_run.tasks["Trainer"].artifact("model_run")["uri"])
+    records = {
+        path.name: json.loads(path.read_text()) for path in sorted(run_dir.glob("replica-*.json"))
+    }
+    assert set(records) == {"replica-chief-0.json", "replica-worker-0.json"}
+    cluster = records["replica-chief-0.json"]["tf_config"]["cluster"]
+    assert {k: len(v) for k, v in cluster.items()} == {"chief": 1, "worker": 1}
+    for name, record in records.items():
+        kind, index = name.removesuffix(".json").split("-")[1:]
+        assert record["tf_config"]["cluster"] == cluster  # one cluster
+        assert record["tf_config"]["task"] == {"type": kind, "index": int(index)}
+        assert record["chief"] == (kind == "chief")
+        assert record["replicas_in_sync"] == TRAINER_REPLICAS
+    # The chief's run folder and model are the step's: the options it trained with, the export.
+    trained = json.loads((run_dir / trainer_lib.OPTIONS_FILE).read_text())
+    assert trained["optimizer"] == "lamb" and trained["gradient_accumulation_steps"] == 2
+    assert trained["distribution_strategy"] == distributed_trainer.MULTI_WORKER
+    model = _local(launcher, first_run.tasks["Trainer"].artifact("model")["uri"])
+    assert (model / "Format-Serving" / "saved_model.pb").exists()
+    pushed = first_run.tasks["Pusher"].artifact("pushed_model")["metadata"]
+    assert pushed["pushed"] == 1
 
 
 @pytest.mark.slow

@@ -397,3 +397,198 @@ def test_input_fingerprint_sees_a_same_size_rewrite_without_modification_times()
         prints.append(fingerprint(base))
     assert prints[0].startswith("1 files, 6 bytes") and prints[1].startswith("1 files, 6 bytes")
     assert prints[0] != prints[1]
+
+
+# --- a Trainer spanning hosts (--trainer_replicas, --trainer_machine_type) --------------------
+
+REPLICAS = 4
+# The issue's paper-scale pretraining: LAMB, gradient accumulation, 4 hosts training together.
+SPANNING_ARGS = [
+    "--optimizer=lamb",
+    "--gradient_accumulation_steps=8",
+    "--train_batch_size=256",
+    "--distribution_strategy=multi_worker_mirrored",
+    f"--trainer_replicas={REPLICAS}",
+    f"--gpu_image={GPU_IMAGE}",
+]
+SPANNING_RUNNER_ARGS = {
+    "kubeflow": [
+        "--trainer_cpu=8",
+        "--trainer_memory=32G",
+        "--trainer_accelerator=nvidia.com/gpu:2",
+        "--trainer_machine_type=a2-highgpu-2g",
+    ],
+    "vertex": [
+        "--trainer_machine_type=a2-highgpu-1g",
+        "--trainer_accelerator=NVIDIA_TESLA_A100:1",
+        "--vertex_project=bert-tfx-project",
+        "--vertex_region=europe-west4",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def spanning(offline, tmp_path_factory, pipeline_helpers) -> dict:
+    """runner -> the pretraining pipeline's PipelineSpec with a Trainer of REPLICAS hosts."""
+    out = tmp_path_factory.mktemp("spanning")
+    found = {}
+    for runner in SUFFIX:
+        parsed = pipeline_helpers.compile_spec(
+            [
+                *PIPELINE_ARGS["pretrain"],
+                *COMMON_ARGS,
+                *SPANNING_ARGS,
+                *SPANNING_RUNNER_ARGS[runner],
+            ],
+            out / f"pretrain{SUFFIX[runner]}",
+            runner=runner,
+            image=IMAGE,
+        )
+        found[runner] = parsed if runner == "kubeflow" else parsed["pipelineSpec"]
+    return found
+
+
+def _trainer_config(spec: dict) -> dict:
+    parameters = spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]
+    return json.loads(parameters["custom_config"]["runtimeValue"]["constant"])
+
+
+def _trainer_container(spec: dict) -> dict:
+    return spec["deploymentSpec"]["executors"][_task_executor(spec, "Trainer")]["container"]
+
+
+@pytest.mark.parametrize("runner", sorted(SUFFIX))
+def test_spanning_trainer_task_only_waits(spanning, pipeline_helpers, runner):
+    """The spec stays strict; the Trainer task (same name) runs its submitting executor on the
+    pipeline's image with no resources: the replicas get the GPU image and the resources."""
+    spec = spanning[runner]
+    pipeline_helpers.parse_pipeline_spec(spec)
+    container = _trainer_container(spec)
+    executor = {
+        "kubeflow": "tfx_pipeline.components.distributed_trainer.TFJobExecutor",
+        "vertex": "tfx_pipeline.components.vertex_trainer.VertexExecutor",
+    }[runner]
+    assert container["args"][:2] == ["--executor_class_path", executor]
+    assert container["image"] == IMAGE and "resources" not in container
+    config = _trainer_config(spec)
+    assert (config["optimizer"], config["gradient_accumulation_steps"]) == ("lamb", 8)
+    assert config["distribution_strategy"] == "multi_worker_mirrored"
+
+
+def test_kubeflow_trainer_is_a_valid_tfjob(spanning):
+    from tfx_pipeline.components import distributed_trainer, tfjob
+
+    template = _trainer_config(spanning["kubeflow"])[tfjob.TFJOB_KEY]
+    command = distributed_trainer.replica_command(
+        "tfx_pipeline.components.distributed_trainer.ReplicaExecutor", {}, {}, {}
+    )
+    job = tfjob.manifest(tfjob.job_name("bert-trainer", "gs://b/m/1"), "ns", template, command)
+    assert tfjob.check_manifest(job) == []
+    specs = job["spec"]["tfReplicaSpecs"]
+    assert {kind: spec["replicas"] for kind, spec in specs.items()} == {
+        "Chief": 1,
+        "Worker": REPLICAS - 1,
+    }
+    for spec in specs.values():
+        (container,) = spec["template"]["spec"]["containers"]
+        assert container["name"] == "tensorflow" and container["image"] == GPU_IMAGE
+        assert container["resources"]["limits"] == {
+            "cpu": "8",
+            "memory": "32G",
+            "nvidia.com/gpu": "2",
+        }
+        assert container["command"][:3] == ["python", "-m", "tfx.scripts.run_executor"]
+        assert spec["template"]["spec"]["nodeSelector"] == {
+            "node.kubernetes.io/instance-type": "a2-highgpu-2g"
+        }
+
+
+def test_vertex_trainer_has_valid_worker_pools(spanning):
+    from tfx_pipeline.components import vertex_trainer
+
+    config = _trainer_config(spanning["vertex"])
+    # The keys TFX's extension reads (the flag checks write them by name).
+    assert config[vertex_trainer.ENABLE_VERTEX_KEY] is True
+    assert config[vertex_trainer.VERTEX_REGION_KEY] == "europe-west4"
+    args = config[vertex_trainer.TRAINING_ARGS_KEY]
+    assert args["project"] == "bert-tfx-project"
+    pools = args["worker_pool_specs"]
+    assert vertex_trainer.check_worker_pool_specs(pools) == []  # Vertex's WorkerPoolSpec proto
+    machine = {
+        "machine_type": "a2-highgpu-1g",
+        "accelerator_type": "NVIDIA_TESLA_A100",
+        "accelerator_count": 1,
+    }
+    assert pools == [
+        {"machine_spec": machine, "replica_count": n, "container_spec": {"image_uri": GPU_IMAGE}}
+        for n in (1, REPLICAS - 1)
+    ]
+    bad = [{**pools[0], "replica_count": 1, "gpus": 2}]
+    assert "no field named" in vertex_trainer.check_worker_pool_specs(bad)[0]
+
+
+PRETRAIN_CLUSTER_ARGS = [
+    "--pipeline=pretrain",
+    f"--data_root={BUCKET}/data",
+    f"--pipeline_root={BUCKET}/root",
+    f"--serving_model_dir={BUCKET}/serving",
+    f"--image={IMAGE}",
+]
+MWMS = "--distribution_strategy=multi_worker_mirrored"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--runner=kubeflow", "--trainer_replicas=0"],
+            "error: --trainer_replicas=0: expected at least 1",
+        ),
+        (
+            ["--runner=kubeflow", "--trainer_replicas=2"],
+            "error: --trainer_replicas=2: the replicas train together only with "
+            "--distribution_strategy=multi_worker_mirrored (got one_device)",
+        ),
+        (
+            ["--runner=vertex", MWMS, "--trainer_replicas=2", "--vertex_project=p"],
+            "error: --trainer_replicas=2: --runner=vertex needs --trainer_machine_type",
+        ),
+        (
+            ["--runner=vertex", "--trainer_machine_type=n1-standard-8"],
+            "error: --trainer_machine_type=n1-standard-8: --vertex_project required",
+        ),
+        (
+            ["--runner=vertex", "--trainer_machine_type=n1-standard-8", "--trainer_cpu=8"],
+            "error: --trainer_cpu: a Vertex Trainer's replicas are sized by "
+            "--trainer_machine_type, not by limits",
+        ),
+        (
+            ["--runner=kubeflow", "--trainer_machine_type=n1-standard-8"],
+            "error: --trainer_machine_type=n1-standard-8: on --runner=kubeflow only with "
+            "--trainer_replicas > 1",
+        ),
+        (
+            ["--runner=kubeflow", MWMS, "--trainer_replicas=2", "--vertex_project=p"],
+            "error: --vertex_project: only for --runner=vertex with --trainer_machine_type",
+        ),
+    ],
+)
+def test_bad_spanning_trainer_flags(pipeline_helpers, args, expected):
+    assert _exits(pipeline_helpers, *PRETRAIN_CLUSTER_ARGS, *args).startswith(expected)
+
+
+def test_spanning_trainer_flags_with_a_local_runner(pipeline_helpers, tmp_path):
+    (tmp_path / "corpus").mkdir()
+    message = _exits(
+        pipeline_helpers,
+        "--pipeline=pretrain",
+        f"--data_root={tmp_path / 'corpus'}",
+        f"--pipeline_root={tmp_path / 'root'}",
+        f"--serving_model_dir={tmp_path / 'serving'}",
+        MWMS,
+        "--trainer_replicas=2",
+        "--trainer_machine_type=n1-standard-8",
+    )
+    assert message == (
+        "error: --trainer_replicas, --trainer_machine_type: only for --runner=kubeflow or vertex"
+    )

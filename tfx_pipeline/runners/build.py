@@ -17,10 +17,11 @@ from tfx_pipeline import configs
 from tfx_pipeline.runners import run_flags
 
 
-def build_pipeline(flag_values: flags.FlagValues):
-    """The pipeline the flags describe (checks.check_flags() first); exits with a one-line error
-    on a problem only building it finds (the model source against the options, or a ValueError
-    of the pipeline's)."""
+def build_pipeline(flag_values: flags.FlagValues, trainer_cluster: dict | None = None):
+    """The pipeline the flags describe (checks.check_flags() first; `trainer_cluster`:
+    kubeflow.trainer_cluster(), a Trainer spanning hosts); exits with a one-line error on a
+    problem only building it finds (the model source against the options, or a ValueError of
+    the pipeline's)."""
     from tfx.orchestration import metadata as tfx_metadata
 
     from bert_tf import checkpoints, model_source
@@ -55,6 +56,8 @@ def build_pipeline(flag_values: flags.FlagValues):
         "metadata_connection_config": metadata,
         "beam_pipeline_args": run_flags.beam_pipeline_args(flag_values)[0],
     }
+    if trainer_cluster:
+        common["trainer_cluster"] = trainer_cluster
     if flag_values.pipeline_name:
         common["pipeline_name"] = flag_values.pipeline_name
     if flag_values.schema_dir:

@@ -54,9 +54,11 @@ def check_flags(flag_values: flags.FlagValues) -> dict | None:
             f"error: {', '.join(foreign)}: not an option of --pipeline={pipeline} "
             f"(only of --pipeline={'/'.join(others)})"
         )
-    errors = configs.check_options(pipeline, run_flags.pipeline_options(flag_values, cls))
+    options = run_flags.pipeline_options(flag_values, cls)
+    errors = configs.check_options(pipeline, options)
     if errors:
         sys.exit("error: " + "; ".join(errors))
+    kubeflow.trainer_cluster(flag_values, options.distribution_strategy)
     if pipeline == "classify":
         try:
             glue.get_processor(flag_values.task_name or configs.ClassificationOptions.task_name)

@@ -6,6 +6,10 @@ import; compiling does (lazily).
 
     resources = kubeflow.trainer_resources(flag_values)  # after checks.check_flags
     output = kubeflow.compile_pipeline(flag_values, resources)  # the spec file written
+
+A Trainer spanning hosts (`--trainer_replicas`, `--trainer_machine_type`: `trainer_cluster`)
+compiles to a TFJob-submitting Trainer on kubeflow (components/distributed_trainer.py) and TFX's
+Vertex training extension on vertex (components/vertex_trainer.py).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 from absl import flags
 
 from tfx_pipeline import configs
+from tfx_pipeline.components import tfjob  # no TFX: the TFJob's fields and checks
 from tfx_pipeline.runners import build, run_flags
 
 SPEC_SUFFIXES = {"kubeflow": (".yaml", ".yml"), "vertex": (".json",)}
@@ -103,6 +108,101 @@ def trainer_resources(flag_values: flags.FlagValues) -> dict | None:
     return resources or None
 
 
+# TFX's Google Cloud AI Platform Trainer extension's custom_config keys (TFX 1.16:
+# tfx/extensions/google_cloud_ai_platform/{trainer/executor,constants}.py), by name: the flag
+# checks import no TFX. components/vertex_trainer.py has TFX's own; a test checks they match.
+_VERTEX_TRAINING_ARGS_KEY = "ai_platform_training_args"
+_VERTEX_ENABLE_KEY = "ai_platform_enable_vertex"
+_VERTEX_REGION_KEY = "ai_platform_vertex_region"
+_VERTEX_FLAGS = ("vertex_project", "vertex_region")
+
+
+def trainer_cluster(flag_values: flags.FlagValues, distribution_strategy: str) -> dict | None:
+    """The custom_config entries of a Trainer spanning hosts (--trainer_replicas,
+    --trainer_machine_type), None for the one-pod Trainer: on kubeflow a TFJob's replica specs
+    (`distributed_trainer.TFJOB_KEY`), on vertex TFX's AI Platform Trainer keys with the
+    CustomJob's worker pools. Exits with a one-line error on a value or combination that means
+    nothing (`distribution_strategy`: the pipeline's --distribution_strategy)."""
+    runner = flag_values.runner
+    replicas, machine_type = flag_values.trainer_replicas, flag_values.trainer_machine_type
+    vertex_given = [f"--{n}" for n in _VERTEX_FLAGS if flag_values[n].present]
+    if replicas < 1:
+        sys.exit(f"error: --trainer_replicas={replicas}: expected at least 1")
+    if runner not in run_flags.CLUSTER_RUNNERS:
+        given = (["--trainer_replicas"] if replicas != 1 else []) + (
+            ["--trainer_machine_type"] if machine_type else []
+        )
+        if given or vertex_given:
+            sys.exit(
+                f"error: {', '.join(given + vertex_given)}: only for --runner=kubeflow or vertex"
+            )
+        return None
+    if replicas > 1 and distribution_strategy != "multi_worker_mirrored":
+        sys.exit(
+            f"error: --trainer_replicas={replicas}: the replicas train together only with "
+            f"--distribution_strategy=multi_worker_mirrored (got {distribution_strategy})"
+        )
+    spans = replicas > 1 or (runner == "vertex" and bool(machine_type))
+    if vertex_given and not (runner == "vertex" and spans):
+        sys.exit(
+            f"error: {', '.join(vertex_given)}: only for --runner=vertex with "
+            "--trainer_machine_type (the Trainer's CustomJob)"
+        )
+    if not spans:
+        if machine_type:
+            sys.exit(
+                f"error: --trainer_machine_type={machine_type}: on --runner=kubeflow only with "
+                "--trainer_replicas > 1 (the TFJob's nodes)"
+            )
+        return None
+    image = flag_values.gpu_image or flag_values.image
+    accelerator = trainer_resources(flag_values) or {}
+    accelerator = accelerator.get("accelerator")
+    if runner == "kubeflow":
+        limits = {}
+        if flag_values.trainer_cpu:
+            limits["cpu"] = flag_values.trainer_cpu
+        if flag_values.trainer_memory:
+            limits["memory"] = flag_values.trainer_memory
+        if accelerator:
+            limits[accelerator["type"]] = str(accelerator["count"])
+        template = tfjob.replica_template(replicas, image, limits, machine_type)
+        errors = tfjob.check_template(template)
+        if errors:
+            sys.exit(f"error: --trainer_replicas={replicas}: {'; '.join(errors)}")
+        return {tfjob.TFJOB_KEY: template}
+    # vertex: a machine type sizes each replica; CPU and memory limits have no field there.
+    given = [f"--{n}" for n in ("trainer_cpu", "trainer_memory") if getattr(flag_values, n)]
+    if given:
+        sys.exit(
+            f"error: {', '.join(given)}: a Vertex Trainer's replicas are sized by "
+            "--trainer_machine_type, not by limits"
+        )
+    if not machine_type:
+        sys.exit(
+            f"error: --trainer_replicas={replicas}: --runner=vertex needs "
+            "--trainer_machine_type (e.g. n1-standard-8, a2-highgpu-1g)"
+        )
+    if not flag_values.vertex_project:
+        sys.exit(
+            f"error: --trainer_machine_type={machine_type}: --vertex_project required (the "
+            "project of the Trainer's CustomJob)"
+        )
+    machine = {"machine_type": machine_type}
+    if accelerator:
+        machine.update(accelerator_type=accelerator["type"], accelerator_count=accelerator["count"])
+    pool = {"machine_spec": machine, "replica_count": 1, "container_spec": {"image_uri": image}}
+    pools = [pool] + ([{**pool, "replica_count": replicas - 1}] if replicas > 1 else [])
+    return {
+        _VERTEX_TRAINING_ARGS_KEY: {
+            "project": flag_values.vertex_project,
+            "worker_pool_specs": pools,
+        },
+        _VERTEX_ENABLE_KEY: True,
+        _VERTEX_REGION_KEY: flag_values.vertex_region,
+    }
+
+
 def compile_job(tfx_pipeline, image: str, gpu_image: str | None, resources: dict | None) -> dict:
     """The Vertex PipelineJob of the pipeline (spec 2.1 form): its components in `image`
     (--image), the Trainer (and Tuner) in `gpu_image` (--gpu_image, if set) with `resources`
@@ -124,6 +224,8 @@ def compile_job(tfx_pipeline, image: str, gpu_image: str | None, resources: dict
         c
         for c in tfx_pipeline.components
         if isinstance(c, (tfx.components.Trainer, tfx.components.Tuner))
+        # A Trainer spanning hosts: its replicas get the image and resources; its task waits.
+        and not getattr(c, "SPANS_HOSTS", False)
     ]
     images = image
     if gpu_image and gpu_image != image:
@@ -189,8 +291,12 @@ def compile_pipeline(flag_values: flags.FlagValues, resources: dict | None) -> s
     <pipeline>.yaml (kubeflow) or <pipeline>.json (vertex): returns that path."""
     from tfx_pipeline import summary
 
+    options = run_flags.pipeline_options(
+        flag_values, configs.PIPELINE_OPTIONS[flag_values.pipeline]
+    )
+    cluster = trainer_cluster(flag_values, options.distribution_strategy)
     with summary.quiet_console():  # the result, not TFX's and Beam's INFO lines
-        tfx_pipeline = build.build_pipeline(flag_values)
+        tfx_pipeline = build.build_pipeline(flag_values, trainer_cluster=cluster)
         suffix = SPEC_SUFFIXES[flag_values.runner][0]
         output = flag_values.output_spec_file or f"{flag_values.pipeline}{suffix}"
         job = compile_job(tfx_pipeline, flag_values.image, flag_values.gpu_image, resources)

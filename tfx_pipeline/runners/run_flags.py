@@ -157,6 +157,36 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
         "(NVIDIA_TESLA_T4:1).",
         flag_values=flag_values,
     )
+    flags.DEFINE_integer(
+        "trainer_replicas",
+        1,
+        "kubeflow/vertex: hosts the Trainer spans (with --distribution_strategy="
+        "multi_worker_mirrored): kubeflow submits a TFJob of one Chief and N-1 Workers, vertex "
+        "a CustomJob of a chief pool and a pool of N-1; --trainer_cpu/--trainer_memory/"
+        "--trainer_accelerator/--gpu_image apply per replica. The Tuner stays on one host.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trainer_machine_type",
+        None,
+        "kubeflow/vertex: each Trainer replica's machine type: on vertex a Vertex machine type "
+        "(n1-standard-8, a2-highgpu-1g; runs the Trainer as a Vertex CustomJob, needed with "
+        "--trainer_replicas > 1), on kubeflow the nodes' node.kubernetes.io/instance-type label "
+        "(with --trainer_replicas > 1).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vertex_project",
+        None,
+        "vertex: the GCP project of the Trainer's CustomJob (with --trainer_machine_type).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vertex_region",
+        "us-central1",
+        "vertex: the region of the Trainer's CustomJob (with --trainer_machine_type).",
+        flag_values=flag_values,
+    )
     flags.DEFINE_list(
         "allowed_volume_paths",
         ["/mnt"],

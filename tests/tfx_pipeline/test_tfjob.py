@@ -168,3 +168,25 @@ def test_kubernetes_client_creates_the_custom_object_and_reattaches_on_a_retry()
     cluster.create(job)  # 409: the same execution's job exists (a retried step): wait for it
     with pytest.raises(ApiException):
         cluster.create(job)  # anything else is an error
+
+
+def test_local_client_restarts_the_job_when_a_port_was_taken(tmp_path):
+    """A replica whose port another process took (TensorFlow's "Could not start gRPC server")
+    restarts the whole job on new ports, as bert_tf.launch does."""
+    replica = textwrap.dedent(
+        """
+        import json, os, sys
+        task = json.loads(os.environ["TF_CONFIG"])["task"]
+        marker = os.path.join(sys.argv[1], "lost")
+        if task["type"] == "worker" and not os.path.exists(marker):
+            open(marker, "w").close()
+            print("Could not start gRPC server")
+            sys.exit(1)
+        open(os.path.join(sys.argv[1], task["type"]), "a").write("ran\\n")
+        """
+    )
+    cluster = tfjob.LocalClient(python=sys.executable)
+    job = _job(2, command=("python", "-c", replica, str(tmp_path)))
+    status = tfjob.run(job, cluster, log=lambda _: None)
+    assert tfjob.condition(status)[0] == "Succeeded" and cluster.restarts == 1
+    assert (tmp_path / "worker").read_text() == "ran\n"

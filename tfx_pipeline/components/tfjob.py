@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Any, Protocol
 
+from bert_tf.launch import BIND_ERROR, MAX_RESTARTS
 from bert_tf.net import free_port
 
 TFJOB_KEY = "tfjob"  # the Trainer's custom_config: replica_template() (distributed_trainer.py)
@@ -264,13 +265,19 @@ class LocalClient:
     """Runs a TFJob's replicas as processes on this machine, each with the TF_CONFIG the operator
     would give it (loopback addresses, free ports), its output lines prefixed with its replica;
     the job succeeds when every replica exits 0 and fails at the first that does not (the others
-    are stopped, as a replica waiting in a collective op would never end)."""
+    are stopped, as a replica waiting in a collective op would never end). A port picked free can
+    be taken before its replica binds it: a replica that says so (bert_tf.launch.BIND_ERROR)
+    restarts the whole job on new ports, at most MAX_RESTARTS times, as bert_tf.launch does."""
 
     poll_seconds = 1.0
 
     def __init__(self, python: str = sys.executable, host: str = "127.0.0.1"):
         self.python, self.host = python, host
         self.replicas: list[tuple[str, dict, subprocess.Popen]] = []
+        self.restarts = 0
+        self._job: dict | None = None
+        self._lost_port: set[int] = set()  # pids of replicas that could not bind their port
+        self._echoes: dict[int, threading.Thread] = {}  # pid -> the thread printing its output
         self._failed: str | None = None
 
     def tf_configs(self, job: dict) -> list[tuple[str, dict, list[str]]]:
@@ -302,6 +309,7 @@ class LocalClient:
         ]
 
     def create(self, job: dict) -> None:
+        self._job = job
         for label, tf_config, command in self.tf_configs(job):
             if command[0] in ("python", "python3"):
                 command = [self.python, *command[1:]]  # the image's python: this one
@@ -314,17 +322,31 @@ class LocalClient:
                 stdin=subprocess.DEVNULL,
                 text=True,
             )
-            threading.Thread(target=self._echo, args=(label, process), daemon=True).start()
+            echo = threading.Thread(target=self._echo, args=(label, process), daemon=True)
+            echo.start()
+            self._echoes[process.pid] = echo
             self.replicas.append((label, tf_config, process))
 
-    @staticmethod
-    def _echo(label: str, process: subprocess.Popen) -> None:
+    def _echo(self, label: str, process: subprocess.Popen) -> None:
         for line in process.stdout:
+            if BIND_ERROR in line:
+                self._lost_port.add(process.pid)
             print(f"[{label}] {line}", end="", flush=True)
 
     def status(self, namespace: str, name: str) -> dict:
         codes = [(label, p.poll()) for label, _, p in self.replicas]
         failed = [(label, code) for label, code in codes if code not in (None, 0)]
+        for _, _, process in self.replicas:
+            if process.returncode not in (None, 0):
+                self._echoes[process.pid].join(5.0)  # its last lines read: did it lose its port?
+        lost = [p for _, _, p in self.replicas if p.pid in self._lost_port and p.poll() is not None]
+        if failed and lost and self._failed is None and self.restarts < MAX_RESTARTS:
+            self.stop()  # nothing has trained yet: the replicas bind before their first step
+            self.restarts += 1
+            print(f"a replica's port was taken: restarting on new ports ({self.restarts})")
+            self.replicas = []
+            self.create(self._job)
+            return {"conditions": [{"type": "Restarting", "status": "True"}]}
         if failed and self._failed is None:
             label, code = failed[0]
             self._failed = f"replica {label} exited with status {code}"

@@ -225,7 +225,7 @@ def test_class_names_come_from_the_export_asset_and_equal_the_classify_signature
     assert tfma_evaluator.class_names(artifact) == names  # through the signature
     with tf.io.gfile.GFile(asset, "w") as f:
         f.write('{"names": 3}')
-    with pytest.raises(ValueError, match="class_names.json: expected a JSON list"):
+    with pytest.raises(ValueError, match=r"class_names\.json: expected a JSON list"):
         tfma_evaluator.class_names(artifact)
     regressor = export_classifier(
         BertClassifier(build_encoder(BertConfig.from_preset("tiny", vocab_size=len(vocab))), 1),

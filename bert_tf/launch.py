@@ -79,6 +79,21 @@ def _status(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def stop_processes(processes, grace_s: float) -> None:
+    """SIGTERM to each of `processes` still running, SIGKILL to those still running `grace_s`
+    seconds later; returns once all have exited."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in running:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Cluster:
     """N worker processes of one command; see the module docstring."""
 
@@ -177,16 +192,7 @@ class Cluster:
 
     def stop(self) -> None:
         """SIGTERM to every running worker, SIGKILL to those still running after the grace."""
-        running = [p for p in self.processes if p.poll() is None]
-        for process in running:
-            process.terminate()
-        deadline = time.monotonic() + self.grace_period_s
-        for process in running:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes, self.grace_period_s)
         self._drain()
 
     def _drain(self) -> None:

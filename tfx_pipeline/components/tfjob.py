@@ -25,14 +25,13 @@ import hashlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
 from typing import Any, Protocol
 
-from bert_tf.launch import BIND_ERROR, MAX_RESTARTS
+from bert_tf.launch import BIND_ERROR, MAX_RESTARTS, stop_processes
 from bert_tf.net import free_port
 
 TFJOB_KEY = "tfjob"  # the Trainer's custom_config: replica_template() (distributed_trainer.py)
@@ -359,16 +358,7 @@ class LocalClient:
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         """SIGTERM to the replicas still running, SIGKILL after `grace_seconds`."""
-        running = [p for _, _, p in self.replicas if p.poll() is None]
-        for process in running:
-            process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_seconds
-        for process in running:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes([p for _, _, p in self.replicas], grace_seconds)
 
 
 def client() -> Client:

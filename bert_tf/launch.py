@@ -38,12 +38,10 @@ from collections.abc import Sequence
 from absl import flags
 
 from bert_tf import flags_util
-from bert_tf.net import free_port
+from bert_tf.net import BIND_ERROR, MAX_RESTARTS, free_port, stop_processes
 
 FLAGS = flags.FLAGS
 _PR_SET_PDEATHSIG = 1  # prctl option: signal this process when its parent dies
-BIND_ERROR = "Could not start gRPC server"  # what a TF worker says when its port is taken
-MAX_RESTARTS = 3
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
@@ -77,21 +75,6 @@ def _status(returncode: int) -> str:
     if returncode < 0:
         return f"killed by {signal.Signals(-returncode).name}"
     return f"exited with status {returncode}"
-
-
-def stop_processes(processes, grace_s: float) -> None:
-    """SIGTERM to each of `processes` still running, SIGKILL to those still running `grace_s`
-    seconds later; returns once all have exited."""
-    running = [p for p in processes if p.poll() is None]
-    for process in running:
-        process.terminate()
-    deadline = time.monotonic() + grace_s
-    for process in running:
-        try:
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class Cluster:

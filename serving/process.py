@@ -26,12 +26,11 @@ from pathlib import Path
 import grpc
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
-from bert_tf.net import free_port
+from bert_tf.net import MAX_RESTARTS, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
 END = get_model_status_pb2.ModelVersionStatus.END
-MAX_RESTARTS = 3
 # The channel polls a server that binds its port only once its models have loaded: gRPC's
 # default reconnect backoff (1 s growing 1.6x to 120 s) had it notice a ready server ~8 s late.
 CHANNEL_OPTIONS = (

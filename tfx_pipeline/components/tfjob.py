@@ -31,8 +31,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from bert_tf.launch import BIND_ERROR, MAX_RESTARTS, stop_processes
-from bert_tf.net import free_port
+from bert_tf.net import BIND_ERROR, MAX_RESTARTS, free_port, stop_processes
 
 TFJOB_KEY = "tfjob"  # the Trainer's custom_config: replica_template() (distributed_trainer.py)
 API_VERSION = "kubeflow.org/v1"
@@ -265,7 +264,7 @@ class LocalClient:
     would give it (loopback addresses, free ports), its output lines prefixed with its replica;
     the job succeeds when every replica exits 0 and fails at the first that does not (the others
     are stopped, as a replica waiting in a collective op would never end). A port picked free can
-    be taken before its replica binds it: a replica that says so (bert_tf.launch.BIND_ERROR)
+    be taken before its replica binds it: a replica that says so (bert_tf.net.BIND_ERROR)
     restarts the whole job on new ports, at most MAX_RESTARTS times, as bert_tf.launch does."""
 
     poll_seconds = 1.0

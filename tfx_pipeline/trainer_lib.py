@@ -7,6 +7,7 @@ folder into the user-code wheel, and this file is library code imported by the m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -145,18 +146,18 @@ def transformed_dataset(
     return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-# multi_worker_mirrored's strategy, once per process: it must exist before any TensorFlow op,
-# so a Trainer replica creates it first (components/distributed_trainer.py) and train() reuses it.
-_MULTI_WORKER_STRATEGY: list[tf.distribute.Strategy] = []
+@functools.cache
+def _multi_worker_strategy() -> tf.distribute.Strategy:
+    # Once per process: it must exist before any TensorFlow op, so a Trainer replica creates it
+    # first (components/distributed_trainer.py) and train() reuses it.
+    return training.get_strategy("multi_worker_mirrored")
 
 
 def get_strategy(name: str) -> tf.distribute.Strategy:
     """`bert_tf.training.get_strategy(name)`; multi_worker_mirrored's made once per process."""
-    if name != "multi_worker_mirrored":
-        return training.get_strategy(name)
-    if not _MULTI_WORKER_STRATEGY:
-        _MULTI_WORKER_STRATEGY.append(training.get_strategy(name))
-    return _MULTI_WORKER_STRATEGY[0]
+    if name == "multi_worker_mirrored":
+        return _multi_worker_strategy()
+    return training.get_strategy(name)
 
 
 def train(

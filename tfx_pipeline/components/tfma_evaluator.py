@@ -93,7 +93,10 @@ def class_names(model: types.Artifact | str) -> list[str]:
     asset = os.path.join(path, CLASS_NAMES_ASSET)
     if tf.io.gfile.exists(asset):  # loading the model only for them takes seconds
         with tf.io.gfile.GFile(asset) as f:
-            names = json.load(f)
+            try:
+                names = json.load(f)
+            except json.JSONDecodeError:
+                names = None
         if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             raise ValueError(f"Evaluator: {asset}: expected a JSON list of class names")
         return names
